@@ -1,0 +1,373 @@
+# shellcheck shell=bash
+# Shared helpers for the sluice benchmark scripts. Source it; do not run it.
+#
+# Everything a script creates (work directory, loop devices, mounts, FUSE
+# daemons, blkio cgroups) is registered here and torn down by the EXIT trap,
+# in reverse order, even when the script fails half-way.
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$BENCH_DIR/.." && pwd)
+CGROOT=/sys/fs/cgroup/blkio
+
+WORK=""
+DAEMON_PIDS=()   # FUSE daemons, parallel to DAEMON_MNTS
+DAEMON_MNTS=()
+MOUNTS=()        # block file systems we mounted
+LOOPS=()         # loop devices we attached
+CGROUPS=()       # blkio cgroups we created
+CHILD=""         # the benchmark process bg_wait is waiting for
+SYSFS_FILES=()   # sysfs settings we changed, parallel to SYSFS_OLD
+SYSFS_OLD=()
+
+die() { echo "error: $*" >&2; exit 1; }
+log() { echo "# $*" >&2; }
+
+# ---------------------------------------------------------------- checks
+
+require_env() {
+	[ "$(id -u)" -eq 0 ] || die "must run as root (loop devices, mounts, cgroups, drop_caches)"
+	local t
+	for t in fio fusermount3 python3 go losetup mkfs.ext4; do
+		command -v "$t" >/dev/null 2>&1 || die "'$t' not found in PATH (install it: fio, fuse3, python3, golang, util-linux, e2fsprogs)"
+	done
+	[ -e /dev/fuse ] || die "/dev/fuse missing (modprobe fuse)"
+}
+
+require_blkio() {
+	if ! [ -e "$CGROOT/blkio.throttle.read_bps_device" ]; then
+		die "cgroup v1 blkio controller not mounted at $CGROOT (needed for the kernel reference runs)"
+	fi
+}
+
+# ---------------------------------------------------------------- cleanup
+
+is_mounted() { # path
+	awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts
+}
+
+proc_alive() { # pid: running and not a zombie
+	[ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+
+# stop_daemon PID MOUNTPOINT: SIGTERM, wait up to 10 s for a clean exit and
+# unmount, then fall back to a lazy fusermount3 -u and SIGKILL.
+stop_daemon() {
+	local pid=$1 mnt=$2 i
+	if proc_alive "$pid"; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < 100; i++)); do
+			proc_alive "$pid" || break
+			sleep 0.1
+		done
+	fi
+	if is_mounted "$mnt"; then
+		log "$mnt still mounted after the daemon stopped; fusermount3 -u -z"
+		fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+	fi
+	if proc_alive "$pid"; then
+		log "daemon $pid ignored SIGTERM; SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+# forget_daemon PID: drop a stopped daemon from the cleanup list.
+forget_daemon() {
+	local i
+	for i in "${!DAEMON_PIDS[@]}"; do
+		if [ "${DAEMON_PIDS[$i]}" = "$1" ]; then
+			unset 'DAEMON_PIDS[i]' 'DAEMON_MNTS[i]'
+		fi
+	done
+}
+
+cleanup() {
+	local rc=$? i
+	set +e
+	trap - EXIT INT TERM
+	if [ -n "$CHILD" ] && proc_alive "$CHILD"; then
+		kill -TERM "$CHILD" 2>/dev/null
+		wait "$CHILD" 2>/dev/null
+	fi
+	for i in "${!DAEMON_PIDS[@]}"; do
+		stop_daemon "${DAEMON_PIDS[$i]}" "${DAEMON_MNTS[$i]}"
+	done
+	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
+		if is_mounted "${MOUNTS[$i]}"; then
+			umount "${MOUNTS[$i]}" 2>/dev/null || umount -l "${MOUNTS[$i]}"
+		fi
+	done
+	# Queue settings of a loop device outlive losetup -d: put them back first.
+	for ((i = ${#SYSFS_FILES[@]} - 1; i >= 0; i--)); do
+		echo "${SYSFS_OLD[$i]}" >"${SYSFS_FILES[$i]}" 2>/dev/null ||
+			echo "warning: could not restore ${SYSFS_FILES[$i]} to ${SYSFS_OLD[$i]}" >&2
+	done
+	for ((i = ${#LOOPS[@]} - 1; i >= 0; i--)); do
+		losetup -d "${LOOPS[$i]}" || echo "warning: losetup -d ${LOOPS[$i]} failed" >&2
+	done
+	for ((i = ${#CGROUPS[@]} - 1; i >= 0; i--)); do
+		[ -d "${CGROUPS[$i]}" ] || continue
+		# Move stragglers (there should be none) to the root before removal.
+		while read -r p; do echo "$p" >"$CGROOT/cgroup.procs" 2>/dev/null; done <"${CGROUPS[$i]}/cgroup.procs"
+		rmdir "${CGROUPS[$i]}" || echo "warning: rmdir ${CGROUPS[$i]} failed" >&2
+	done
+	if [ -n "$WORK" ] && [ -d "$WORK" ]; then
+		if [ "$rc" -ne 0 ] && [ -n "${KEEP_LOGS:-}" ]; then
+			rm -f "$WORK/disk.img"
+			log "logs kept in $WORK"
+		else
+			rm -rf "$WORK"
+		fi
+	fi
+	exit "$rc"
+}
+
+setup_traps() {
+	trap cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+}
+
+make_workdir() {
+	WORK=$(mktemp -d "${BENCH_TMPDIR:-${TMPDIR:-/tmp}}/sluice-bench.XXXXXX")
+}
+
+# bg_wait CMD...: run CMD as a child and wait for it. Bash defers traps
+# while a foreground command runs; waiting on a background child lets an
+# INT/TERM to this script clean up at once (the cleanup stops the child).
+bg_wait() {
+	local rc=0
+	"$@" &
+	CHILD=$!
+	wait "$CHILD" || rc=$?
+	CHILD=""
+	return "$rc"
+}
+
+# ---------------------------------------------------------------- build
+
+# go_build OUT PKG: build a package of this module. If the module's go.sum
+# lacks entries (e.g. golang.org/x/sys for go-fuse), retry with a private
+# copy of go.mod/go.sum so the repository is never modified.
+go_build() {
+	local out=$1 pkg=$2 modd
+	if (cd "$REPO" && go build -o "$out" "$pkg") 2>"$WORK/build.log"; then
+		return 0
+	fi
+	modd=$WORK/gomod
+	mkdir -p "$modd"
+	cp "$REPO/go.mod" "$modd/go.mod"
+	[ -f "$REPO/go.sum" ] && cp "$REPO/go.sum" "$modd/go.sum"
+	if (cd "$REPO" && go build -mod=mod -modfile="$modd/go.mod" -o "$out" "$pkg") 2>"$WORK/build.log"; then
+		log "built $pkg with a private go.mod copy (the module's go.sum is incomplete)"
+		return 0
+	fi
+	echo "go build $pkg failed:" >&2
+	sed 's/^/    /' "$WORK/build.log" >&2
+	return 1
+}
+
+# build_sluice: sets SLUICE to a freshly built binary, or to "" if the build
+# fails (callers then skip the sluice rows). SLUICE_BIN overrides the build.
+build_sluice() {
+	if [ -n "${SLUICE_BIN:-}" ]; then
+		[ -x "$SLUICE_BIN" ] || die "SLUICE_BIN=$SLUICE_BIN is not executable"
+		SLUICE=$SLUICE_BIN
+		return
+	fi
+	SLUICE=$WORK/bin/sluice
+	mkdir -p "$WORK/bin"
+	if ! go_build "$SLUICE" ./cmd/sluice; then
+		echo "warning: sluice does not build; its rows are skipped" >&2
+		SLUICE=""
+	fi
+}
+
+build_loopback() {
+	LOOPBACK=$WORK/bin/loopback
+	mkdir -p "$WORK/bin"
+	go_build "$LOOPBACK" ./bench/loopback || die "cannot build the loopback helper"
+}
+
+# ---------------------------------------------------------------- devices
+
+# make_loop_fs SIZE_MIB MOUNTPOINT: image file in $WORK, loop device, ext4,
+# mounted. Sets LOOP (/dev/loopN), LOOPNAME (loopN), MAJMIN (for blkio).
+make_loop_fs() {
+	local mib=$1 mnt=$2 img=$WORK/disk.img
+	fallocate -l "${mib}M" "$img" 2>/dev/null ||
+		dd if=/dev/zero of="$img" bs=1M count="$mib" status=none
+	LOOP=$(losetup -f --show "$img")
+	LOOPS+=("$LOOP")
+	LOOPNAME=${LOOP#/dev/}
+	# shellcheck disable=SC2034 # used by the scripts that source this file
+	MAJMIN=$(tr -d ' \n' <"/sys/block/$LOOPNAME/dev")
+	# No lazy init: a background inode-table zeroing thread would add device
+	# writes (and contention) during the measurements.
+	mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$LOOP"
+	mkdir -p "$mnt"
+	mount "$LOOP" "$mnt"
+	MOUNTS+=("$mnt")
+}
+
+# set_sysfs FILE VALUE: write a sysfs setting, restored on exit.
+set_sysfs() {
+	local old
+	old=$(cat "$1")
+	echo "$2" >"$1" 2>/dev/null || return 1
+	SYSFS_FILES+=("$1")
+	SYSFS_OLD+=("$old")
+}
+
+# write_file PATH SIZE_MIB: lay a file out with O_DIRECT 1 MiB writes.
+write_file() {
+	bg_wait fio --name=prep --filename="$1" --rw=write --bs=1M --size="${2}M" \
+		--direct=1 --ioengine=psync >"$WORK/prep.log" 2>&1 ||
+		{ cat "$WORK/prep.log" >&2; die "fio could not write $1"; }
+}
+
+drop_caches() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+}
+
+# make_cgroup NAME: create a blkio cgroup; sets CG to its path. (Not via
+# $(...): the cleanup list must be updated in this shell.)
+make_cgroup() {
+	CG=$CGROOT/$1
+	mkdir "$CG"
+	CGROUPS+=("$CG")
+}
+
+# in_cgroup CG CMD...: run CMD inside the cgroup (exec, so the cgroup holds
+# only CMD and its children).
+in_cgroup() {
+	local cg=$1
+	shift
+	# shellcheck disable=SC2016 # $$, $0 and $@ belong to the inner bash
+	bg_wait bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@"
+}
+
+# ---------------------------------------------------------------- FUSE
+
+# wait_mount PID MOUNTPOINT LOGFILE [TIMEOUT_S]
+wait_mount() {
+	local pid=$1 mnt=$2 logf=$3 t=${4:-15} i
+	for ((i = 0; i < t * 10; i++)); do
+		is_mounted "$mnt" && return 0
+		if ! proc_alive "$pid"; then
+			echo "error: the daemon for $mnt exited before mounting; its log:" >&2
+			sed 's/^/    /' "$logf" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "error: $mnt not in /proc/mounts after ${t}s; daemon log:" >&2
+	sed 's/^/    /' "$logf" >&2
+	return 1
+}
+
+# start_fuse LOGFILE MOUNTPOINT CMD...: start a FUSE daemon in the background
+# and wait for the mount. Sets FUSE_PID.
+start_fuse() {
+	local logf=$1 mnt=$2
+	shift 2
+	mkdir -p "$mnt"
+	"$@" >"$logf" 2>&1 &
+	FUSE_PID=$!
+	DAEMON_PIDS+=("$FUSE_PID")
+	DAEMON_MNTS+=("$mnt")
+	wait_mount "$FUSE_PID" "$mnt" "$logf" || die "mount of $mnt failed ($*)"
+}
+
+# stop_fuse: stop the daemon started last by start_fuse.
+stop_fuse() {
+	local mnt i
+	for i in "${!DAEMON_PIDS[@]}"; do
+		[ "${DAEMON_PIDS[$i]}" = "$FUSE_PID" ] && mnt=${DAEMON_MNTS[$i]}
+	done
+	stop_daemon "$FUSE_PID" "$mnt"
+	forget_daemon "$FUSE_PID"
+}
+
+# sluice_mount LOGFILE SOURCE MOUNTPOINT [FLAGS...]
+sluice_mount() {
+	local logf=$1 src=$2 mnt=$3
+	shift 3
+	start_fuse "$logf" "$mnt" "$SLUICE" mount "$@" "$src" "$mnt"
+}
+
+# sluice_stat MOUNTPOINT OUTFILE
+sluice_stat() {
+	"$SLUICE" stat --json "$1" >"$2" 2>"$2.err" || {
+		echo "warning: sluice stat --json $1 failed: $(cat "$2.err")" >&2
+		return 1
+	}
+}
+
+# stat_delta BEFORE AFTER FIELD [GROUP]: after - before for one group counter.
+stat_delta() {
+	python3 - "$1" "$2" "$3" "${4:-default}" <<'EOF'
+import json, sys
+def get(path, field, group):
+    with open(path) as f:
+        d = json.load(f)
+    for g in d.get("groups", []):
+        if g.get("group") == group:
+            return int(g.get(field, 0))
+    sys.exit(f"group {group!r} not in {path}")
+b, a = get(sys.argv[1], sys.argv[3], sys.argv[4]), get(sys.argv[2], sys.argv[3], sys.argv[4])
+print(a - b)
+EOF
+}
+
+# ---------------------------------------------------------------- fio
+
+# fio_json OUT.json FIO-ARGS...: run fio with JSON output to a file.
+fio_json() {
+	local out=$1
+	shift
+	bg_wait fio --output-format=json --output="$out" "$@" 2>"$out.err" || {
+		echo "error: fio failed ($*):" >&2
+		cat "$out.err" "$out" >&2 2>/dev/null
+		return 1
+	}
+}
+
+# fio_get OUT.json EXPR: evaluate a python expression over the first job,
+# with j = jobs[0], r = j["read"], w = j["write"].
+fio_get() {
+	python3 - "$1" "$2" <<'EOF'
+import json, sys
+with open(sys.argv[1]) as f:
+    text = f.read()
+d = json.loads(text[text.index("{"):])   # skip any warning lines before the JSON
+j = d["jobs"][0]
+r, w = j["read"], j["write"]
+v = eval(sys.argv[2])
+print(f"{v:.6g}" if isinstance(v, float) else v)
+EOF
+}
+
+# ---------------------------------------------------------------- output
+
+# print_table TSV: first line is the header; columns joined by " | ",
+# the first two left-aligned, numbers right-aligned. Rows with fewer
+# fields (e.g. a skipped path) print as they are.
+print_table() {
+	python3 - "$1" <<'EOF'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+n = len(rows[0])
+full = [r for r in rows if len(r) == n]
+w = [max(len(r[i]) for r in full) for i in range(n)]
+def fmt(r):
+    if len(r) != n:
+        return " | ".join(c.ljust(w[i]) if i < n else c for i, c in enumerate(r))
+    return " | ".join(c.ljust(w[i]) if i < 2 else c.rjust(w[i]) for i, c in enumerate(r))
+print(fmt(rows[0]))
+print("-+-".join("-" * x for x in w))
+for r in rows[1:]:
+    print(fmt(r))
+EOF
+}

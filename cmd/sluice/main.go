@@ -1,0 +1,127 @@
+// Command sluice mounts a directory through sluice's I/O control layer and
+// talks to running mounts.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+const usage = `sluice: precise per-tenant I/O limits in front of any directory.
+
+Usage:
+  sluice mount [flags] SOURCE MOUNTPOINT   serve SOURCE on MOUNTPOINT (foreground)
+  sluice stat [--json] MOUNTPOINT          per-group counters of a running mount
+  sluice set MOUNTPOINT 'GROUP KEY=VALUE...'  change a group's limits live
+  sluice help [COMMAND]                    this text, or a command's flags
+
+Run 'sluice help mount' for the limit and group syntax.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the exit status: 0 on success,
+// 1 when the command failed, 2 for a usage error.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "mount":
+		err = cmdMount(rest, stdout, stderr)
+	case "stat":
+		err = cmdStat(rest, stdout, stderr)
+	case "set":
+		err = cmdSet(rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		return cmdHelp(rest, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "sluice %s: %v\nRun 'sluice help %s' for usage.\n", args[0], err, args[0])
+		return 2
+	default:
+		fmt.Fprintf(stderr, "sluice %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+func cmdHelp(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	var fs *flag.FlagSet
+	switch args[0] {
+	case "mount":
+		fs, _ = mountFlags()
+	case "stat":
+		fs, _ = statFlags()
+	case "set":
+		fs = setFlags()
+	default:
+		fmt.Fprintf(stderr, "sluice help: unknown command %q\n", args[0])
+		return 2
+	}
+	fs.SetOutput(stdout)
+	fs.Usage()
+	return 0
+}
+
+// usageError is a malformed command line.
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// parse parses flags anywhere on the command line (flags may follow the
+// positional arguments) and returns the positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// helpFor prints a FlagSet's usage to w when parse returns ErrHelp.
+func helpFor(fs *flag.FlagSet, w io.Writer, err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(w)
+		fs.Usage()
+	}
+	return err
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
+}

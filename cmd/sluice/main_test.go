@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sluice/control"
+	"sluice/stack"
+)
+
+// TestMain lets the test binary act as the sluice command for end-to-end
+// tests: with SLUICE_AS_MAIN=1 it runs main instead of the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv("SLUICE_AS_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func sluice(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "SLUICE_AS_MAIN=1")
+	return cmd
+}
+
+// TestUsageErrors: malformed command lines exit 2 with a message naming
+// the flag, the bad token and what is allowed.
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"mount", "--limit", "default rbps=10XB", dir, dir}, []string{`--limit "default rbps=10XB"`, `"10XB"`, "MiB", "max"}},
+		{[]string{"mount", "--limit", "default rbs=1M", dir, dir}, []string{`unknown key "rbs"`, "rbps, wbps, riops or wiops"}},
+		{[]string{"mount", "--limit", "default riops=1.5", dir, dir}, []string{"riops", `"1.5"`, "whole number"}},
+		{[]string{"mount", "--limit", "a//b rbps=1M", dir, dir}, []string{`--limit "a//b rbps=1M"`, "empty component"}},
+		{[]string{"mount", "--group", "backup pid=3", dir, dir}, []string{`--group "backup pid=3"`, `unknown key "pid"`, "uid, gid, comm or cgroup"}},
+		{[]string{"mount", "--max-io", "1000", dir, dir}, []string{"--max-io", "1000", "multiple of 4KiB"}},
+		{[]string{"mount", "--max-io", "12q", dir, dir}, []string{"-max-io", "12q"}},
+		{[]string{"mount", "--readahead-budget", "maybe", dir, dir}, []string{"-readahead-budget", `"maybe"`, "on or off"}},
+		{[]string{"mount", "--max-wait", "soon", dir, dir}, []string{"--max-wait", `"soon"`, "auto"}},
+		{[]string{"mount", dir}, []string{"want SOURCE and MOUNTPOINT"}},
+		{[]string{"mount", "--bogus", dir, dir}, []string{"-bogus"}},
+		{[]string{"set", dir, "default rbps=fast"}, []string{`"fast"`, "rbps"}},
+		{[]string{"stat"}, []string{"want one MOUNTPOINT"}},
+		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
+	} {
+		var out, errb bytes.Buffer
+		code := run(tc.args, &out, &errb)
+		if code != 2 {
+			t.Errorf("sluice %q: exit %d, want 2 (stderr %q)", tc.args, code, errb.String())
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errb.String(), w) {
+				t.Errorf("sluice %q: stderr %q does not mention %q", tc.args, errb.String(), w)
+			}
+		}
+	}
+}
+
+// TestMountRefusals: a missing SOURCE or a MOUNTPOINT that is a file fail
+// with exit 1 and a message that says what is wrong.
+func TestMountRefusals(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	os.WriteFile(file, nil, 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mount", filepath.Join(dir, "missing"), dir}, "does not exist"},
+		{[]string{"mount", dir, file}, "is not a directory"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(tc.args, &out, &errb); code != 1 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("sluice %q: exit %d, stderr %q; want 1 and %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}
+
+// TestHelp: help teaches the syntax.
+func TestHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"help", "mount"}, &out, &errb); code != 0 {
+		t.Fatalf("help mount: exit %d", code)
+	}
+	for _, w := range []string{"--limit 'default rbps=10MiB riops=max'", "-max-io", "-readahead-budget", "cgroup=", "tenants/a", "(default 128KiB)"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("help mount does not mention %q:\n%s", w, out.String())
+		}
+	}
+}
+
+// TestEndToEnd runs the command as a user would: mount in the foreground,
+// stat, set a live limit, stat again, stop with SIGTERM.
+func TestEndToEnd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: mounting needs root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("skipping: no /dev/fuse: %v", err)
+	}
+	dir := t.TempDir()
+	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
+	os.Mkdir(src, 0o755)
+	os.Mkdir(mnt, 0o755)
+	os.WriteFile(filepath.Join(src, "hello"), []byte("hello, sluice\n"), 0o644)
+
+	cmd := sluice("mount", "--limit", "default rbps=10MiB riops=max", "--group", "tenants/a uid=4242", src, mnt)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !isMounted(mnt) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not mounted after 10s; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The control socket is up right after the mount; wait for it too.
+	for {
+		if _, err := control.Stat(mnt); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b, err := os.ReadFile(filepath.Join(mnt, "hello"))
+	if err != nil || string(b) != "hello, sluice\n" {
+		t.Fatalf("read through the mount: %q %v", b, err)
+	}
+
+	out, err := sluice("stat", "--json", mnt).Output()
+	if err != nil {
+		t.Fatalf("stat --json: %v", err)
+	}
+	var st control.Status
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("stat --json output: %v\n%s", err, out)
+	}
+	def := find(st, "default")
+	if def == nil || def.Limits != "rbps=10MiB wbps=max riops=max wiops=max" || def.AppRBytes != 14 || def.AppReads == 0 {
+		t.Fatalf("stat default: %+v", def)
+	}
+	if find(st, "tenants/a") == nil || find(st, "tenants") == nil {
+		t.Fatalf("stat lacks the rule's group and its parent: %s", out)
+	}
+	if st.Backing != "direct" && st.Backing != "buffered" {
+		t.Fatalf("backing %q", st.Backing)
+	}
+
+	if out, err := sluice("set", mnt, "default rbps=1MiB wiops=100").CombinedOutput(); err != nil {
+		t.Fatalf("set: %v\n%s", err, out)
+	}
+	out, err = sluice("stat", mnt).Output()
+	if err != nil {
+		t.Fatalf("stat: %v", err)
+	}
+	if !strings.Contains(string(out), "default") || !strings.Contains(string(out), "rbps=1MiB wbps=max riops=max wiops=100") {
+		t.Fatalf("stat after set:\n%s", out)
+	}
+	if out, err := sluice("set", mnt, "default rbps=0").CombinedOutput(); err == nil || !strings.Contains(string(out), "use rbps=max") {
+		t.Fatalf("set rbps=0: %v\n%s", err, out)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Fatalf("mount exited with %v after SIGTERM; stderr:\n%s", waitErr, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("mount did not exit within 10s of SIGTERM")
+	}
+	if isMounted(mnt) {
+		t.Fatal("still mounted after SIGTERM")
+	}
+	if _, err := control.Stat(mnt); err == nil {
+		t.Fatal("control socket still answers after exit")
+	}
+}
+
+func find(st control.Status, name string) *stack.GroupMetrics {
+	for i := range st.Groups {
+		if st.Groups[i].Group == name {
+			return &st.Groups[i]
+		}
+	}
+	return nil
+}
+
+func isMounted(path string) bool {
+	b, _ := os.ReadFile("/proc/mounts")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[1] == path {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"sluice/control"
+	"sluice/fsys"
+	"sluice/group"
+)
+
+const mountHelp = `Usage: sluice mount [flags] SOURCE MOUNTPOINT
+
+Serves the directory SOURCE on MOUNTPOINT in the foreground. Every read and
+write by a caller whose group has a limit goes through sluice's page cache,
+readahead and per-group throttle; callers without a limit pay little.
+Stop it with Ctrl-C or SIGTERM: it unmounts cleanly.
+
+Limits use the cgroup v2 io.max vocabulary, one --limit per group:
+  --limit 'default rbps=10MiB riops=max'
+  --limit 'tenants/a rbps=1MiB wbps=1MiB wiops=100'
+Keys: rbps, wbps (bytes/s), riops, wiops (I/Os per second, counted per
+--max-io piece); max means unlimited. Sizes: 512k, 10MiB, 1.5G (k K KiB M MiB
+G GiB T TiB are powers of 1024; kB MB GB TB powers of 1000).
+
+Groups: a caller is in the group of the first --group rule it matches, else
+in "default". All conditions of one rule must hold; repeat a rule for OR.
+  --group 'backup uid=34'          --group 'builds gid=1001'
+  --group 'sync comm=rsync'        --group 'svc cgroup=/system.slice/backup.service'
+Group names may be paths (tenants/a): a request is charged to its group and
+every ancestor, and the tightest level governs.
+
+Flags:
+`
+
+type mountOpts struct {
+	limits  multi
+	groups  multi
+	maxIO   sizeFlag
+	ra      sizeFlag
+	budget  onOff
+	cache   sizeFlag
+	burst   time.Duration
+	maxWait string
+	allow   bool
+	pass    bool
+	debug   bool
+}
+
+func mountFlags() (*flag.FlagSet, *mountOpts) {
+	o := &mountOpts{
+		maxIO: 128 << 10, ra: 128 << 10, budget: true, cache: 256 << 20,
+		burst: 10 * time.Millisecond, maxWait: "auto",
+	}
+	fs := flag.NewFlagSet("mount", flag.ContinueOnError)
+	fs.Var(&o.limits, "limit", "limits of one group: 'GROUP KEY=VALUE...' (repeatable)")
+	fs.Var(&o.groups, "group", "classification rule: 'NAME uid=N|gid=N|comm=NAME|cgroup=/PATH...' (repeatable)")
+	fs.Var(&o.maxIO, "max-io", "largest device request; larger reads and writes are split, each piece one I/O")
+	fs.Var(&o.ra, "readahead", "largest readahead window (0 turns readahead off)")
+	fs.Var(&o.budget, "readahead-budget", "on: clamp asynchronous readahead to the group's byte budget; off: the kernel's behaviour")
+	fs.Var(&o.cache, "cache", "memory bound of sluice's read cache")
+	fs.DurationVar(&o.burst, "burst", o.burst, "idle credit a group may bank, as time at its rate")
+	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request before it is admitted into debt; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
+	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount")
+	fs.BoolVar(&o.pass, "passthrough", false, "let groups with no limit use FUSE passthrough (kernel 6.9+, root)")
+	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), mountHelp)
+		fs.PrintDefaults()
+	}
+	return fs, o
+}
+
+func cmdMount(args []string, stdout, stderr io.Writer) error {
+	fs, o := mountFlags()
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpFor(fs, stdout, err)
+	}
+	if len(pos) != 2 {
+		return usagef("want SOURCE and MOUNTPOINT, got %d argument(s)", len(pos))
+	}
+	opts := fsys.Options{AllowOther: o.allow, Passthrough: o.pass, Debug: o.debug}
+	opts.Source, _ = filepath.Abs(pos[0])
+	opts.Mountpoint, _ = filepath.Abs(pos[1])
+	for _, s := range o.limits {
+		l, err := group.ParseLimit(s)
+		if err != nil {
+			return usagef("--limit %q: %v", s, err)
+		}
+		opts.Limits = append(opts.Limits, l)
+	}
+	for _, s := range o.groups {
+		r, err := group.ParseRule(s)
+		if err != nil {
+			return usagef("--group %q: %v", s, err)
+		}
+		opts.Rules = append(opts.Rules, r)
+	}
+	if o.maxIO < 4096 || o.maxIO%4096 != 0 || o.maxIO > 1<<30 {
+		return usagef("--max-io %s: want a multiple of 4KiB from 4KiB to 1GiB", group.FormatSize(int64(o.maxIO)))
+	}
+	if o.ra%4096 != 0 || o.ra > 64<<20 {
+		return usagef("--readahead %s: want 0 (off) or a multiple of 4KiB up to 64MiB", group.FormatSize(int64(o.ra)))
+	}
+	if o.burst < 0 {
+		return usagef("--burst %v: must not be negative", o.burst)
+	}
+	opts.MaxIO = int64(o.maxIO)
+	opts.Readahead = int64(o.ra)
+	if o.ra == 0 {
+		opts.NoReadahead = true
+		opts.Readahead = 128 << 10
+	}
+	opts.NoReadaheadBudget = !bool(o.budget)
+	opts.CacheBytes = int64(o.cache)
+	if min := 16 * opts.Readahead; opts.CacheBytes < min {
+		return usagef("--cache %s: want at least 16 readahead windows, %s", group.FormatSize(opts.CacheBytes), group.FormatSize(min))
+	}
+	opts.Burst = o.burst
+	if opts.Burst == 0 {
+		opts.Burst = 1 // no idle credit at all
+	}
+	wait, err := maxWait(o.maxWait)
+	if err != nil {
+		return err
+	}
+	opts.MaxWait = wait
+
+	m, err := fsys.Mount(opts)
+	if err != nil {
+		return err
+	}
+	srv, err := control.Listen(opts.Mountpoint, target{m, opts})
+	if err != nil {
+		m.Unmount()
+		m.Wait()
+		return err
+	}
+	defer srv.Close()
+	fmt.Fprintf(stderr, "sluice: serving %s on %s\n", opts.Source, opts.Mountpoint)
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		for sig := range sigs {
+			fmt.Fprintf(stderr, "sluice: %v: unmounting %s\n", sig, opts.Mountpoint)
+			if err := m.Unmount(); err != nil {
+				fmt.Fprintf(stderr, "sluice: unmount: %v; detaching (it goes away when the last open file closes)\n", err)
+				unix.Unmount(opts.Mountpoint, unix.MNT_DETACH)
+			}
+		}
+	}()
+	m.Wait()
+	return nil
+}
+
+// maxWait resolves the --max-wait flag.
+func maxWait(s string) (time.Duration, error) {
+	if s != "auto" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return 0, usagef("--max-wait %q: want auto, 0 (no cap) or a duration such as 30s", s)
+		}
+		return d, nil
+	}
+	b, err := os.ReadFile("/proc/sys/fs/fuse/max_request_timeout")
+	if err != nil {
+		return 0, nil
+	}
+	secs, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || secs <= 0 {
+		return 0, nil
+	}
+	return time.Duration(secs) * time.Second / 2, nil
+}
+
+// target connects the control socket to a mount.
+type target struct {
+	m    *fsys.FS
+	opts fsys.Options
+}
+
+func (t target) Status() control.Status {
+	return control.Status{
+		Source: t.opts.Source, Mountpoint: t.opts.Mountpoint,
+		Backing: t.m.Backing(), Metrics: t.m.Engine().Metrics(),
+	}
+}
+
+func (t target) Set(spec string) error {
+	l, err := group.ParseLimit(spec)
+	if err != nil {
+		return fmt.Errorf("%q: %v", spec, err)
+	}
+	t.m.SetLimit(l)
+	return nil
+}
+
+// multi is a repeatable string flag.
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ", ") }
+func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
+
+// sizeFlag is a byte size with units.
+type sizeFlag int64
+
+func (s *sizeFlag) String() string { return group.FormatSize(int64(*s)) }
+func (s *sizeFlag) Set(v string) error {
+	n, err := group.ParseSize(v)
+	if err != nil {
+		return err
+	}
+	*s = sizeFlag(n)
+	return nil
+}
+
+// onOff is a boolean spelled on or off.
+type onOff bool
+
+func (b *onOff) String() string {
+	if *b {
+		return "on"
+	}
+	return "off"
+}
+func (b *onOff) Set(v string) error {
+	switch v {
+	case "on":
+		*b = true
+	case "off":
+		*b = false
+	default:
+		return fmt.Errorf("%q: want on or off", v)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+
+	"sluice/control"
+	"sluice/group"
+)
+
+func statFlags() (*flag.FlagSet, *bool) {
+	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: sluice stat [--json] MOUNTPOINT
+
+Prints per-group counters of a running mount, like io.stat: application-level
+bytes and calls as seen at FUSE (app_*), device-level bytes and I/Os after
+splitting into --max-io pieces (rbytes rios wbytes wios: what the limits
+govern), time spent throttled, and readahead bytes issued, used and wasted.
+A group's counters include its descendants'. Only the user who mounted
+(normally root) may ask.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	return fs, asJSON
+}
+
+func cmdStat(args []string, stdout, stderr io.Writer) error {
+	fs, asJSON := statFlags()
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpFor(fs, stdout, err)
+	}
+	if len(pos) != 1 {
+		return usagef("want one MOUNTPOINT, got %d argument(s)", len(pos))
+	}
+	st, err := control.Stat(pos[0])
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	fmt.Fprint(stdout, st.String())
+	return nil
+}
+
+func setFlags() *flag.FlagSet {
+	fs := flag.NewFlagSet("set", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: sluice set MOUNTPOINT 'GROUP KEY=VALUE...'
+
+Changes a group's limits on a running mount, at once and without a remount.
+Keys not named keep their values; queued requests are re-timed to the new
+limits, never left hanging. Same syntax as mount --limit:
+  sluice set /mnt/data 'default rbps=1MiB'
+  sluice set /mnt/data 'tenants/a riops=max wbps=20MiB'
+`)
+	}
+	return fs
+}
+
+func cmdSet(args []string, stdout, stderr io.Writer) error {
+	fs := setFlags()
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpFor(fs, stdout, err)
+	}
+	if len(pos) < 2 {
+		return usagef("want MOUNTPOINT and a limit such as 'default rbps=1MiB', got %d argument(s)", len(pos))
+	}
+	for _, spec := range pos[1:] {
+		if _, err := group.ParseLimit(spec); err != nil {
+			return usagef("%q: %v", spec, err)
+		}
+	}
+	for _, spec := range pos[1:] {
+		if err := control.Set(pos[0], spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}

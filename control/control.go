@@ -1,0 +1,226 @@
+// Package control is the control socket of a mount: `sluice stat` and
+// `sluice set` reach a running mount through it. The socket lives in a
+// directory only its owner can enter, and the server also checks the peer's
+// credentials, so only the user who mounted (root, normally) can use it.
+package control
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"sluice/stack"
+)
+
+// Status is what `sluice stat` shows.
+type Status struct {
+	Source     string `json:"source"`
+	Mountpoint string `json:"mountpoint"`
+	// Backing says how backing files are read: direct (O_DIRECT), buffered,
+	// mixed, or none before the first throttled read.
+	Backing string `json:"backing"`
+	stack.Metrics
+}
+
+// Target is what the server controls.
+type Target interface {
+	Status() Status
+	// Set applies a limit spec such as "default rbps=1MiB".
+	Set(spec string) error
+}
+
+type request struct {
+	Op    string `json:"op"`
+	Limit string `json:"limit,omitempty"`
+}
+
+type response struct {
+	Error  string  `json:"error,omitempty"`
+	Status *Status `json:"status,omitempty"`
+}
+
+// Dir is the directory holding control sockets: /run/sluice for root,
+// $XDG_RUNTIME_DIR/sluice or /tmp/sluice-UID for others.
+func Dir() string {
+	if os.Geteuid() == 0 {
+		return "/run/sluice"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "sluice")
+	}
+	return fmt.Sprintf("/tmp/sluice-%d", os.Geteuid())
+}
+
+// SocketPath is the control socket of the mount at mountpoint.
+func SocketPath(mountpoint string) (string, error) {
+	abs, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(abs)))
+	return filepath.Join(Dir(), hex.EncodeToString(sum[:12])+".sock"), nil
+}
+
+// Server serves one mount's control socket.
+type Server struct {
+	ln   *net.UnixListener
+	path string
+	t    Target
+}
+
+// Listen creates the control socket for mountpoint. A stale socket left by
+// a mount that died is replaced; a live one is an error.
+func Listen(mountpoint string, t Target) (*Server, error) {
+	path, err := SocketPath(mountpoint)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("control socket directory: %w", err)
+	}
+	if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("control socket directory: %w", err)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("control socket %s is in use: another sluice serves %s", path, mountpoint)
+	}
+	os.Remove(path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	os.Chmod(path, 0o600)
+	s := &Server{ln: ln, path: path, t: t}
+	go s.serve()
+	return s, nil
+}
+
+// Close stops serving and removes the socket.
+func (s *Server) Close() error {
+	err := s.ln.Close()
+	os.Remove(s.path)
+	return err
+}
+
+func (s *Server) serve() {
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		go s.handle(c)
+	}
+}
+
+func (s *Server) handle(c *net.UnixConn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	enc := json.NewEncoder(c)
+	if err := checkPeer(c); err != nil {
+		enc.Encode(response{Error: err.Error()})
+		return
+	}
+	var req request
+	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
+		enc.Encode(response{Error: "bad request: " + err.Error()})
+		return
+	}
+	switch req.Op {
+	case "stat":
+		st := s.t.Status()
+		enc.Encode(response{Status: &st})
+	case "set":
+		if err := s.t.Set(req.Limit); err != nil {
+			enc.Encode(response{Error: err.Error()})
+			return
+		}
+		enc.Encode(response{})
+	default:
+		enc.Encode(response{Error: fmt.Sprintf("unknown operation %q", req.Op)})
+	}
+}
+
+// checkPeer admits only the server's own user.
+func checkPeer(c *net.UnixConn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *syscall.Ucred
+	var cerr error
+	raw.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	})
+	if cerr != nil {
+		return cerr
+	}
+	if int(cred.Uid) != os.Geteuid() {
+		return fmt.Errorf("permission denied: uid %d may not control this mount", cred.Uid)
+	}
+	return nil
+}
+
+// ErrNoMount means no sluice serves the mountpoint.
+var ErrNoMount = errors.New("no sluice mount")
+
+func call(mountpoint string, req request) (response, error) {
+	path, err := SocketPath(mountpoint)
+	if err != nil {
+		return response{}, err
+	}
+	c, err := net.DialTimeout("unix", path, 5*time.Second)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			return response{}, fmt.Errorf("%w at %s (control socket %s: %v)", ErrNoMount, mountpoint, path, err)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return response{}, fmt.Errorf("control socket %s: permission denied (run as the user who mounted, normally root)", path)
+		}
+		return response{}, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return response{}, err
+	}
+	var resp response
+	if err := json.NewDecoder(c).Decode(&resp); err != nil {
+		return response{}, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	if resp.Error != "" {
+		return resp, errors.New(resp.Error)
+	}
+	return resp, nil
+}
+
+// Stat asks the mount at mountpoint for its status.
+func Stat(mountpoint string) (Status, error) {
+	resp, err := call(mountpoint, request{Op: "stat"})
+	if err != nil {
+		return Status{}, err
+	}
+	if resp.Status == nil {
+		return Status{}, errors.New("empty status")
+	}
+	return *resp.Status, nil
+}
+
+// Set asks the mount at mountpoint to apply a limit spec.
+func Set(mountpoint, spec string) error {
+	_, err := call(mountpoint, request{Op: "set", Limit: spec})
+	return err
+}
+
+// String renders the status as `sluice stat` prints it.
+func (s Status) String() string {
+	return fmt.Sprintf("%s on %s (backing files read %s)\n%s", s.Source, s.Mountpoint, s.Backing, s.Metrics.String())
+}

@@ -1,0 +1,328 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"sluice/stack"
+	"sluice/throttle"
+)
+
+const MiB = 1 << 20
+
+// memFile is a backing file in memory.
+type memFile struct {
+	mu    sync.Mutex
+	data  []byte
+	reads int
+}
+
+func (m *memFile) ReadAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reads++
+	return bytes.NewReader(m.data).ReadAt(p, off)
+}
+
+func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if end := int(off) + len(p); end > len(m.data) {
+		m.data = append(m.data, make([]byte, end-len(m.data))...)
+	}
+	return copy(m.data[off:], p), nil
+}
+
+func randomData(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func newEngine(t *testing.T, opts Options) *Engine {
+	t.Helper()
+	e, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+// readAll reads the whole file in reads of size bs and checks the bytes.
+func readAll(t *testing.T, e *Engine, h *stack.Handle, g *throttle.Group, want []byte, bs int) {
+	t.Helper()
+	buf := make([]byte, bs)
+	for off := 0; off < len(want); {
+		n, err := e.Read(context.Background(), h, g, buf, int64(off))
+		if err != nil {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		if n == 0 {
+			t.Fatalf("read at %d: unexpected end of file", off)
+		}
+		if !bytes.Equal(buf[:n], want[off:off+n]) {
+			t.Fatalf("read at %d: wrong data", off)
+		}
+		off += n
+	}
+}
+
+// TestReadRate: 10 MiB at 1 MiB/s takes 10 s ± 1 %, for small and large
+// reads, with the readahead budget on and off.
+func TestReadRate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		bs     int
+		budget bool
+	}{
+		{"4k budget", 4096, true},
+		{"4k no budget", 4096, false},
+		{"1M budget", MiB, true},
+		{"48k budget", 48 << 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				data := randomData(10*MiB, 1)
+				e := newEngine(t, Options{Options: stack.Options{NoReadaheadBudget: !tc.budget}})
+				e.SetLimits("default", throttle.Limits{RBPS: MiB})
+				g := e.Group("default")
+				h := &stack.Handle{Ino: 1, File: &memFile{data: data}}
+				start := time.Now()
+				readAll(t, e, h, g, data, tc.bs)
+				// Admission is by debt: the last request goes before its
+				// bytes are paid for. The group is free again, and the
+				// transfer's cost paid, when a further read gets through.
+				probe := &stack.Handle{Ino: 2, File: &memFile{data: data}}
+				if _, err := e.Read(context.Background(), probe, g, make([]byte, 1), 0); err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(start)
+				if took < 9900*time.Millisecond || took > 10100*time.Millisecond {
+					t.Fatalf("10 MiB at 1 MiB/s took %v, want 10s ± 1%%", took)
+				}
+				m := e.Metrics()
+				if got := m.Groups[0].RBytes; got < 10*MiB || got > 10*MiB+128<<10 {
+					t.Fatalf("device read %d bytes, want 10 MiB plus at most one readahead window", got)
+				}
+			})
+		})
+	}
+}
+
+// TestHierarchyShare: two tenants under a parent limited to 2 MiB/s, one
+// reading 4 KiB at a time and one 1 MiB at a time, share it by bytes.
+func TestHierarchyShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{Options: stack.Options{NoReadahead: true}})
+		e.SetLimits("tenants", throttle.Limits{RBPS: 2 * MiB})
+		a, b := e.Group("tenants/a"), e.Group("tenants/b")
+		data := randomData(64*MiB, 2)
+		f := &memFile{data: data}
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for i, tc := range []struct {
+			g  *throttle.Group
+			bs int
+			qd int
+		}{{a, 4096, 8}, {b, MiB, 2}} {
+			for j := 0; j < tc.qd; j++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					h := &stack.Handle{Ino: uint64(10*i + j), File: f}
+					buf := make([]byte, tc.bs)
+					for off := int64(0); ; off = (off + int64(tc.bs)) % int64(len(data)) {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if _, err := e.Read(context.Background(), h, tc.g, buf, off); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+		}
+		time.Sleep(20 * time.Second)
+		var got [2]int64
+		for _, m := range e.Metrics().Groups {
+			switch m.Group {
+			case "tenants/a":
+				got[0] = m.RBytes
+			case "tenants/b":
+				got[1] = m.RBytes
+			}
+		}
+		close(stop)
+		e.SetLimits("tenants", throttle.Limits{}) // let the readers finish
+		wg.Wait()
+		total := got[0] + got[1]
+		if want := int64(40 * MiB); total < want*99/100 || total > want*101/100 {
+			t.Fatalf("tenants read %d bytes in 20 s, want about %d (2 MiB/s)", total, want)
+		}
+		if ratio := float64(got[0]) / float64(got[1]); ratio < 0.9 || ratio > 1.1 {
+			t.Fatalf("4 KiB reader got %d bytes, 1 MiB reader %d: ratio %.2f, want ~1 (fair by bytes)", got[0], got[1], ratio)
+		}
+	})
+}
+
+// TestSetLimitLive: a reader crawling at 64 KiB/s is released at once when
+// the limit is lifted, and slowed again when it returns.
+func TestSetLimitLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		data := randomData(4*MiB, 3)
+		e := newEngine(t, Options{})
+		e.SetLimits("default", throttle.Limits{RBPS: 64 << 10})
+		g := e.Group("default")
+		h := &stack.Handle{Ino: 1, File: &memFile{data: data}}
+		start := time.Now()
+		go func() {
+			time.Sleep(3 * time.Second)
+			e.SetLimits("default", throttle.Limits{})
+		}()
+		readAll(t, e, h, g, data, MiB)
+		took := time.Since(start)
+		if took > 3*time.Second+10*time.Millisecond {
+			t.Fatalf("read finished %v after start, want right after the limit was lifted at 3s", took)
+		}
+	})
+}
+
+// TestInterrupt: an interrupted read returns EINTR at once and its queued
+// I/O is withdrawn, so the next reader is not charged for it.
+func TestInterrupt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		data := randomData(4*MiB, 4)
+		e := newEngine(t, Options{Options: stack.Options{NoReadahead: true}})
+		e.SetLimits("default", throttle.Limits{RBPS: MiB})
+		g := e.Group("default")
+		f := &memFile{data: data}
+		h := &stack.Handle{Ino: 1, File: f}
+		buf := make([]byte, MiB)
+		if _, err := e.Read(context.Background(), h, g, buf, 0); err != nil {
+			t.Fatal(err) // admitted at once: the group owes 1 s
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error)
+		go func() {
+			_, err := e.Read(ctx, h, g, buf, MiB)
+			errc <- err
+		}()
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+		if err := <-errc; !errors.Is(err, syscall.EINTR) {
+			t.Fatalf("interrupted read: %v, want EINTR", err)
+		}
+		if q := e.Metrics().Queued; q != 0 {
+			t.Fatalf("%d I/Os still queued after the interrupt", q)
+		}
+	})
+}
+
+// TestMaxWait: a request that would wait longer than MaxWait is admitted
+// into debt when the cap is reached, and the debt is paid by the next one.
+func TestMaxWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		data := randomData(8*MiB, 5)
+		e := newEngine(t, Options{MaxWait: 2 * time.Second, Options: stack.Options{NoReadahead: true, MaxIO: 4 * MiB}})
+		e.SetLimits("default", throttle.Limits{RBPS: MiB / 2})
+		g := e.Group("default")
+		h := &stack.Handle{Ino: 1, File: &memFile{data: data}}
+		buf := make([]byte, 4*MiB)
+		start := time.Now()
+		e.Read(context.Background(), h, g, buf, 0) // admitted at once; owes 8 s
+		if _, err := e.Read(context.Background(), h, g, buf, 4*MiB); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != 2*time.Second {
+			t.Fatalf("second read took %v, want the 2s cap", took)
+		}
+		// Both reads are charged: the group now owes until 16 s.
+		h2 := &stack.Handle{Ino: 2, File: &memFile{data: data}}
+		small := make([]byte, 4096)
+		e2start := time.Now()
+		done := make(chan struct{})
+		go func() {
+			e.Read(context.Background(), h2, g, small, 0)
+			close(done)
+		}()
+		select {
+		case <-done:
+			t.Fatalf("a read went through %v later while the group is in debt", time.Since(e2start))
+		case <-time.After(time.Second):
+		}
+		<-done
+	})
+}
+
+// TestWriteSplitIOPS: 1 MiB writes under wiops=100 with 128 KiB pieces reach
+// the device at 100 I/Os per second, and the data lands intact.
+func TestWriteSplitIOPS(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Options{})
+		e.SetLimits("default", throttle.Limits{WIOPS: 100})
+		g := e.Group("default")
+		f := &memFile{}
+		h := &stack.Handle{Ino: 1, File: f}
+		data := randomData(50*MiB, 6)
+		start := time.Now()
+		for off := 0; off < len(data); off += MiB {
+			if _, err := e.Write(context.Background(), h, g, f, data[off:off+MiB], int64(off)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		took := time.Since(start)
+		m := e.Metrics().Groups[0]
+		if m.WIOs != 400 || m.WBytes != 50*MiB || m.AppWrites != 50 {
+			t.Fatalf("wios %d wbytes %d app writes %d, want 400, 50 MiB, 50", m.WIOs, m.WBytes, m.AppWrites)
+		}
+		// 400 pieces at 100/s: the last is admitted 3.99 s after the first.
+		if iops := float64(m.WIOs-1) / took.Seconds(); iops < 99 || iops > 101 {
+			t.Fatalf("device write IOPS %.2f over %v, want 100 ± 1", iops, took)
+		}
+		if !bytes.Equal(f.data, data) {
+			t.Fatal("written data differs")
+		}
+	})
+}
+
+// TestWriteInvalidatesCache: a read after a write sees the new bytes.
+func TestWriteInvalidatesCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		data := randomData(MiB, 7)
+		f := &memFile{data: append([]byte(nil), data...)}
+		e := newEngine(t, Options{})
+		e.SetLimits("default", throttle.Limits{RBPS: 100 * MiB})
+		g := e.Group("default")
+		h := &stack.Handle{Ino: 1, File: f}
+		readAll(t, e, h, g, data, 64<<10)
+		patch := randomData(10000, 8)
+		if _, err := e.Write(context.Background(), h, g, f, patch, 5000); err != nil {
+			t.Fatal(err)
+		}
+		copy(data[5000:], patch)
+		readAll(t, e, h, g, data, 4096)
+		// Growing the file past a cached partial last page.
+		small := randomData(6000, 9)
+		f2 := &memFile{data: append([]byte(nil), small...)}
+		h2 := &stack.Handle{Ino: 2, File: f2}
+		readAll(t, e, h2, g, small, 4096)
+		more := randomData(5000, 10)
+		e.Write(context.Background(), h2, g, f2, more, 9000)
+		want := append(append(small, make([]byte, 3000)...), more...)
+		readAll(t, e, h2, g, want, 8192)
+	})
+}

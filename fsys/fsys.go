@@ -1,0 +1,242 @@
+// Package fsys is sluice's FUSE front end: a loopback of a source directory
+// whose reads and writes go through the engine, charged to the caller's
+// group. Metadata operations pass through go-fuse's loopback nodes.
+package fsys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"sluice/engine"
+	"sluice/group"
+	"sluice/throttle"
+)
+
+// Options configure a mount.
+type Options struct {
+	engine.Options
+
+	// Source is the directory passed through. Required.
+	Source string
+	// Mountpoint is where the file system appears. Required.
+	Mountpoint string
+	// Limits are the initial per-group limits, applied in order.
+	Limits []group.LimitSpec
+	// Rules classify callers into groups; unmatched callers are in
+	// "default".
+	Rules []group.Rule
+	// AllowOther lets users other than the mounting one use the mount. The
+	// default is false.
+	AllowOther bool
+	// Passthrough lets files opened by a group with no limit anywhere on
+	// its path use FUSE passthrough (reads and writes go straight to the
+	// backing file in the kernel; sluice only counts opens). The default is
+	// false.
+	Passthrough bool
+	// Debug logs every FUSE request. The default is false.
+	Debug bool
+}
+
+// FS is a mounted sluice file system.
+type FS struct {
+	opts     Options
+	eng      *engine.Engine
+	resolver *group.Resolver
+	server   *fuse.Server
+	epoch    time.Time
+
+	mu     sync.Mutex
+	groups map[string]*throttle.Group
+
+	directOpens   atomic.Int64 // backing files read with O_DIRECT
+	bufferedOpens atomic.Int64 // backing files read through the page cache
+}
+
+// Mount checks opts, mounts, and returns once the file system serves.
+func Mount(opts Options) (*FS, error) {
+	if err := checkDir("SOURCE", opts.Source); err != nil {
+		return nil, err
+	}
+	if err := checkDir("MOUNTPOINT", opts.Mountpoint); err != nil {
+		return nil, err
+	}
+	if mounted(opts.Mountpoint) {
+		return nil, fmt.Errorf("MOUNTPOINT %s is busy: something is already mounted there (unmount it first: fusermount3 -u %s)", opts.Mountpoint, opts.Mountpoint)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return nil, fmt.Errorf("FUSE is unavailable: %v (load the fuse module and install fuse3)", err)
+	}
+	eng, err := engine.New(opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	f := &FS{opts: opts, eng: eng, epoch: time.Now(), groups: make(map[string]*throttle.Group)}
+	f.resolver = group.NewResolver(&group.Classifier{Rules: opts.Rules})
+	f.group(group.Default)
+	for _, r := range opts.Rules {
+		f.group(r.Group)
+	}
+	for _, l := range opts.Limits {
+		f.SetLimit(l)
+	}
+
+	root := &fs.LoopbackRoot{Path: opts.Source}
+	var st syscall.Stat_t
+	if err := syscall.Stat(opts.Source, &st); err != nil {
+		return nil, fmt.Errorf("SOURCE %s: %v", opts.Source, err)
+	}
+	root.Dev = uint64(st.Dev)
+	root.NewNode = func(r *fs.LoopbackRoot, parent *fs.Inode, name string, st *syscall.Stat_t) fs.InodeEmbedder {
+		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, fsys: f}
+	}
+	rootNode := root.NewNode(root, nil, "", &st)
+	root.RootNode = rootNode
+
+	one := time.Second
+	mo := fuse.MountOptions{
+		AllowOther:    opts.AllowOther,
+		FsName:        opts.Source,
+		Name:          "sluice",
+		MaxWrite:      1 << 20,
+		MaxReadAhead:  1 << 20,
+		MaxBackground: 64,
+		Debug:         opts.Debug,
+		// Replies are built from buffers, never spliced from files.
+		DisableSplice: true,
+		// Without CAP_ASYNC_DIO the kernel keeps one direct read and one
+		// direct write in flight per handle.
+		ExtraCapabilities: fuse.CAP_ASYNC_DIO | fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+	}
+	if os.Geteuid() == 0 {
+		mo.Options = append(mo.Options, "default_permissions")
+	}
+	if !opts.Passthrough {
+		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	server, err := fs.Mount(opts.Mountpoint, rootNode, &fs.Options{
+		MountOptions: mo,
+		EntryTimeout: &one,
+		AttrTimeout:  &one,
+	})
+	if err != nil {
+		eng.Close()
+		return nil, fmt.Errorf("mount %s on %s: %w", opts.Source, opts.Mountpoint, err)
+	}
+	f.server = server
+	return f, nil
+}
+
+// Wait blocks until the file system is unmounted.
+func (f *FS) Wait() {
+	f.server.Wait()
+	f.eng.Close()
+}
+
+// Unmount unmounts the file system, retrying while it is busy for up to
+// a few seconds.
+func (f *FS) Unmount() error {
+	var err error
+	for i := 0; i < 50; i++ {
+		if err = f.server.Unmount(); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// Engine returns the engine serving the mount.
+func (f *FS) Engine() *engine.Engine { return f.eng }
+
+// Backing says how backing files are read: "direct" (O_DIRECT), "buffered"
+// (the backing file system refused O_DIRECT), "mixed", or "none" before any
+// throttled read.
+func (f *FS) Backing() string {
+	d, b := f.directOpens.Load(), f.bufferedOpens.Load()
+	switch {
+	case d > 0 && b > 0:
+		return "mixed"
+	case d > 0:
+		return "direct"
+	case b > 0:
+		return "buffered"
+	}
+	return "none"
+}
+
+// SetLimit applies one limit spec live; keys it does not name keep their
+// values.
+func (f *FS) SetLimit(l group.LimitSpec) {
+	g := f.group(l.Group)
+	cur := g.Limits()
+	set := func(dst *int64, v *int64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&cur.RBPS, l.RBPS)
+	set(&cur.WBPS, l.WBPS)
+	set(&cur.RIOPS, l.RIOPS)
+	set(&cur.WIOPS, l.WIOPS)
+	f.eng.SetLimits(l.Group, cur)
+}
+
+// group returns the throttle group for name, cached.
+func (f *FS) group(name string) *throttle.Group {
+	f.mu.Lock()
+	g := f.groups[name]
+	f.mu.Unlock()
+	if g == nil {
+		g = f.eng.Group(name)
+		f.mu.Lock()
+		f.groups[name] = g
+		f.mu.Unlock()
+	}
+	return g
+}
+
+// caller classifies the request's caller; ok is false when the kernel gave
+// no caller (then the file's opener is charged).
+func (f *FS) caller(ctx context.Context) (*throttle.Group, bool) {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return f.group(group.Default), false
+	}
+	name := f.resolver.Group(int64(time.Since(f.epoch)), c.Uid, c.Gid, c.Pid)
+	return f.group(name), c.Pid != 0
+}
+
+func checkDir(what, path string) error {
+	if path == "" {
+		return fmt.Errorf("%s is required", what)
+	}
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s %s does not exist", what, path)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %v", what, path, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s %s is not a directory", what, path)
+	}
+	return nil
+}
+
+// mounted reports whether path is a mount point already.
+func mounted(path string) bool {
+	var a, b syscall.Stat_t
+	if syscall.Stat(path, &a) != nil || syscall.Stat(path+"/..", &b) != nil {
+		return false
+	}
+	return a.Dev != b.Dev || a.Ino == b.Ino
+}

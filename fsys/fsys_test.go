@@ -1,0 +1,386 @@
+package fsys
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"sluice/group"
+)
+
+// needFUSE skips a test that mounts when this machine cannot.
+func needFUSE(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: mounting needs root (for default_permissions, allow_other and chown)")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("skipping: no /dev/fuse: %v", err)
+	}
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		if _, err := exec.LookPath("fusermount"); err != nil {
+			t.Skip("skipping: no fusermount3 (install fuse3)")
+		}
+	}
+}
+
+func limit(t *testing.T, s string) group.LimitSpec {
+	t.Helper()
+	l, err := group.ParseLimit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// mount serves a fresh source directory and returns it, the mount point
+// and the file system. Unmounted when the test ends.
+func mount(t *testing.T, opts Options) (src, mnt string, f *FS) {
+	t.Helper()
+	needFUSE(t)
+	dir := t.TempDir()
+	// Let other users reach the mount (TestOwner runs a shell as one).
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	src, mnt = filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
+	for _, d := range []string{src, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if opts.Source == "" {
+		opts.Source = src
+	} else {
+		src = opts.Source
+	}
+	opts.Mountpoint = mnt
+	f, err := Mount(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { f.Wait(); close(done) }()
+	t.Cleanup(func() {
+		if err := f.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+		<-done
+	})
+	return src, mnt, f
+}
+
+func writeRandom(t *testing.T, path string, n int, seed uint64) []byte {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 7))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// checkReads reads name through the mount at random offsets and sizes and
+// whole, and compares with want.
+func checkReads(t *testing.T, path string, want []byte, seed uint64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha256.Sum256(got) != sha256.Sum256(want) {
+		t.Fatalf("%s: whole-file read differs from the source (%d vs %d bytes)", path, len(got), len(want))
+	}
+	r := rand.New(rand.NewPCG(seed, 11))
+	for i := 0; i < 300; i++ {
+		off := r.Int64N(int64(len(want)) + 4096)
+		n := 1 + r.IntN(300<<10)
+		buf := make([]byte, n)
+		m, err := f.ReadAt(buf, off)
+		if err != nil && err != io.EOF {
+			t.Fatalf("ReadAt(%d, %d): %v", n, off, err)
+		}
+		off = min(off, int64(len(want)))
+		end := min(off+int64(n), int64(len(want)))
+		if int64(m) != end-off || !bytes.Equal(buf[:m], want[off:end]) {
+			t.Fatalf("ReadAt(%d bytes at %d) = %d bytes, want %d, identical to the source", n, off, m, end-off)
+		}
+	}
+}
+
+// TestReadIdentical: data read through the mount is byte-identical to the
+// source, for a limited group (direct I/O, sluice's cache and readahead)
+// and an unlimited one (kernel page cache), with odd file sizes.
+func TestReadIdentical(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits []string
+		budget bool
+	}{
+		{"limited", []string{"default rbps=1GiB riops=max"}, true},
+		{"limited no budget", []string{"default rbps=1GiB"}, false},
+		{"unlimited", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{}
+			opts.NoReadaheadBudget = !tc.budget
+			for _, s := range tc.limits {
+				opts.Limits = append(opts.Limits, limit(t, s))
+			}
+			src, mnt, f := mount(t, opts)
+			for i, n := range []int{0, 1, 4095, 4096, 4097, 1<<20 + 123, 5 << 20} {
+				name := filepath.Join("d", "f"+string(rune('a'+i)))
+				os.MkdirAll(filepath.Join(src, "d"), 0o755)
+				want := writeRandom(t, filepath.Join(src, name), n, uint64(i))
+				if n == 0 {
+					got, err := os.ReadFile(filepath.Join(mnt, name))
+					if err != nil || len(got) != 0 {
+						t.Fatalf("empty file: %d bytes, %v", len(got), err)
+					}
+					continue
+				}
+				checkReads(t, filepath.Join(mnt, name), want, uint64(i))
+			}
+			m := f.Engine().Metrics()
+			var def *struct{ rbytes, app int64 }
+			for _, g := range m.Groups {
+				if g.Group == "default" {
+					def = &struct{ rbytes, app int64 }{g.RBytes, g.AppRBytes}
+				}
+			}
+			if def == nil || def.app == 0 {
+				t.Fatalf("no reads counted for default: %+v", m.Groups)
+			}
+			if tc.limits != nil && f.Backing() != "direct" {
+				t.Errorf("backing files read %s, want direct (O_DIRECT) on this file system", f.Backing())
+			}
+		})
+	}
+}
+
+// TestFio: fio's own verification through a limited mount, if fio is here.
+func TestFio(t *testing.T) {
+	if _, err := exec.LookPath("fio"); err != nil {
+		t.Skip("skipping: fio is not installed")
+	}
+	_, mnt, _ := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default rbps=500MiB wbps=500MiB")}})
+	out, err := exec.Command("fio", "--name=verify", "--directory="+mnt, "--size=8M", "--bs=64k",
+		"--rw=randwrite", "--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--ioengine=psync",
+		"--output-format=terse").CombinedOutput()
+	if err != nil {
+		t.Fatalf("fio verify failed: %v\n%s", err, out)
+	}
+	out, err = exec.Command("fio", "--name=verify", "--directory="+mnt, "--size=8M", "--bs=64k",
+		"--rw=read", "--verify=crc32c", "--verify_only", "--verify_fatal=1", "--ioengine=psync",
+		"--output-format=terse").CombinedOutput()
+	if err != nil {
+		t.Fatalf("fio verify-only read failed: %v\n%s", err, out)
+	}
+}
+
+// TestMetadata: readdir, stat, rename, unlink, symlink, mkdir, truncate pass
+// through to the source.
+func TestMetadata(t *testing.T) {
+	src, mnt, _ := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default rbps=100MiB")}})
+	writeRandom(t, filepath.Join(src, "a"), 10000, 1)
+	os.Mkdir(filepath.Join(src, "dir"), 0o750)
+
+	ents, err := os.ReadDir(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "a,dir" {
+		t.Fatalf("readdir = %v, want [a dir]", names)
+	}
+	st, err := os.Stat(filepath.Join(mnt, "a"))
+	if err != nil || st.Size() != 10000 || st.Mode().Perm() != 0o644 {
+		t.Fatalf("stat a: %v %v", st, err)
+	}
+	if err := os.Rename(filepath.Join(mnt, "a"), filepath.Join(mnt, "dir", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(src, "dir", "b")); err != nil {
+		t.Fatalf("rename did not reach the source: %v", err)
+	}
+	if err := os.Symlink("dir/b", filepath.Join(mnt, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if target, err := os.Readlink(filepath.Join(src, "link")); err != nil || target != "dir/b" {
+		t.Fatalf("symlink in source: %q %v", target, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "link")); err != nil || len(b) != 10000 {
+		t.Fatalf("read through symlink: %d bytes, %v", len(b), err)
+	}
+	if err := os.Truncate(filepath.Join(mnt, "dir", "b"), 5000); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(mnt, "dir", "b")); len(b) != 5000 {
+		t.Fatalf("after truncate: %d bytes through the mount, want 5000", len(b))
+	}
+	if err := os.Remove(filepath.Join(mnt, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(mnt, "dir", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(src, "dir", "b")); !os.IsNotExist(err) {
+		t.Fatalf("unlink did not reach the source: %v", err)
+	}
+}
+
+// TestWriteCoherent: writes through a limited handle are seen by reads
+// through another limited handle and by an unlimited reader's page cache.
+func TestWriteCoherent(t *testing.T) {
+	rules := []group.Rule{{Group: "slow", UID: new(uint32(0))}}
+	src, mnt, _ := mount(t, Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "slow rbps=200MiB wbps=200MiB")}})
+	want := writeRandom(t, filepath.Join(src, "f"), 3<<20, 3)
+	checkReads(t, filepath.Join(mnt, "f"), want, 1)
+	f, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	patch := bytes.Repeat([]byte("sluice"), 50000)
+	if _, err := f.WriteAt(patch, 12345); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[12345:], patch)
+	checkReads(t, filepath.Join(mnt, "f"), want, 2)
+	onDisk, _ := os.ReadFile(filepath.Join(src, "f"))
+	if !bytes.Equal(onDisk, want) {
+		t.Fatal("write did not reach the source intact")
+	}
+	// Append past the end: the cached partial last page must not hide it.
+	if _, err := f.WriteAt([]byte("tail"), int64(len(want))+100); err != nil {
+		t.Fatal(err)
+	}
+	want = append(append(want, make([]byte, 100)...), "tail"...)
+	checkReads(t, filepath.Join(mnt, "f"), want, 3)
+}
+
+// TestOwner: files and directories created through the mount belong to the
+// calling user, not to root.
+func TestOwner(t *testing.T) {
+	src, mnt, _ := mount(t, Options{AllowOther: true, Limits: []group.LimitSpec{limit(t, "default wbps=100MiB")}})
+	if err := os.Chmod(src, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "echo hi > "+mnt+"/file && mkdir "+mnt+"/dir && cat "+mnt+"/file")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4321, Gid: 4322}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("create as uid 4321: %v\n%s", err, out)
+	}
+	if string(out) != "hi\n" {
+		t.Fatalf("read back %q", out)
+	}
+	for _, name := range []string{"file", "dir"} {
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(src, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != 4321 || st.Gid != 4322 {
+			t.Errorf("%s is owned by %d:%d, want 4321:4322 (the caller)", name, st.Uid, st.Gid)
+		}
+	}
+	// default_permissions: another user cannot write the file (mode 0644).
+	cmd = exec.Command("/bin/sh", "-c", "echo x >> "+mnt+"/file")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 5555, Gid: 5555}}
+	if err := cmd.Run(); err == nil {
+		t.Error("uid 5555 could write a 0644 file of uid 4321: default_permissions not in force")
+	}
+}
+
+// TestMmapExec: a limited group's files are served with direct I/O, yet
+// mmap works and a program stored on the mount runs.
+func TestMmapExec(t *testing.T) {
+	src, mnt, _ := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default rbps=500MiB")}})
+	want := writeRandom(t, filepath.Join(src, "m"), 1<<20+77, 4)
+	f, err := os.Open(filepath.Join(mnt, "m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := unix.Mmap(int(f.Fd()), 0, len(want), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("mmap of a direct-I/O file: %v", err)
+	}
+	same := bytes.Equal(b, want)
+	unix.Munmap(b)
+	if !same {
+		t.Fatal("mmap contents differ from the source")
+	}
+	bin, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Skip("no /bin/true to copy")
+	}
+	if err := os.WriteFile(filepath.Join(src, "prog"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(filepath.Join(mnt, "prog")).CombinedOutput(); err != nil {
+		t.Fatalf("running a program from the mount: %v\n%s", err, out)
+	}
+}
+
+// TestSetLimitLive: a limit set on a running mount is in force at once.
+func TestSetLimitLive(t *testing.T) {
+	_, _, f := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default rbps=1MiB")}})
+	f.SetLimit(limit(t, "default riops=50"))
+	for _, g := range f.Engine().Metrics().Groups {
+		if g.Group == "default" {
+			if g.Limits != "rbps=1MiB wbps=max riops=50 wiops=max" && !strings.Contains(g.Limits, "riops=50") {
+				t.Fatalf("limits after set: %q", g.Limits)
+			}
+			if !strings.Contains(g.Limits, "rbps=1") {
+				t.Fatalf("set replaced keys it did not name: %q", g.Limits)
+			}
+			return
+		}
+	}
+	t.Fatal("no default group")
+}
+
+// TestMountErrors: a missing source, a file as mount point and a busy mount
+// point are refused with messages that say which.
+func TestMountErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	for _, tc := range []struct {
+		src, mnt, want string
+	}{
+		{filepath.Join(dir, "nope"), dir, "SOURCE " + filepath.Join(dir, "nope") + " does not exist"},
+		{dir, file, "MOUNTPOINT " + file + " is not a directory"},
+		{dir, "", "MOUNTPOINT is required"},
+	} {
+		_, err := Mount(Options{Source: tc.src, Mountpoint: tc.mnt})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Mount(%q, %q) = %v, want %q", tc.src, tc.mnt, err, tc.want)
+		}
+	}
+	_, mnt, _ := mount(t, Options{})
+	_, err := Mount(Options{Source: dir, Mountpoint: mnt})
+	if err == nil || !strings.Contains(err.Error(), "is busy") {
+		t.Errorf("mount on a busy mount point: %v, want 'is busy'", err)
+	}
+}

@@ -1,0 +1,118 @@
+package group
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// LimitSpec is one parsed limit argument. A nil field was not given and
+// keeps its previous value; a field pointing at 0 is "max" (no limit).
+// RBPS and WBPS are bytes per second, RIOPS and WIOPS I/Os per second.
+type LimitSpec struct {
+	Group                    string
+	RBPS, WBPS, RIOPS, WIOPS *int64
+}
+
+// limitKeys lists the keys in canonical order.
+var limitKeys = []string{"rbps", "wbps", "riops", "wiops"}
+
+func (l *LimitSpec) field(key string) **int64 {
+	switch key {
+	case "rbps":
+		return &l.RBPS
+	case "wbps":
+		return &l.WBPS
+	case "riops":
+		return &l.RIOPS
+	case "wiops":
+		return &l.WIOPS
+	}
+	return nil
+}
+
+// ParseLimit parses "GROUP KEY=VALUE ...", for example
+// "default rbps=10MiB riops=max". At least one key is required and none may
+// repeat. The error does not name the flag; callers wrap it, as in
+// fmt.Errorf("--limit %q: %w", s, err).
+func ParseLimit(s string) (LimitSpec, error) {
+	fields := strings.Fields(s)
+	if len(fields) == 0 {
+		return LimitSpec{}, fmt.Errorf(`empty limit: want "GROUP KEY=VALUE ...", e.g. "default rbps=10MiB"`)
+	}
+	var l LimitSpec
+	if strings.Contains(fields[0], "=") {
+		return LimitSpec{}, fmt.Errorf(`missing group name before %q: want "GROUP KEY=VALUE ...", e.g. "default rbps=10MiB"`, fields[0])
+	}
+	if err := ValidName(fields[0]); err != nil {
+		return LimitSpec{}, err
+	}
+	l.Group = fields[0]
+	if len(fields) == 1 {
+		return LimitSpec{}, fmt.Errorf("no limits given for group %q: want KEY=VALUE with KEY one of rbps, wbps, riops, wiops", l.Group)
+	}
+	for _, f := range fields[1:] {
+		key, val, ok := strings.Cut(f, "=")
+		if !ok {
+			return LimitSpec{}, fmt.Errorf("%q is not KEY=VALUE: want KEY one of rbps, wbps, riops, wiops", f)
+		}
+		p := l.field(key)
+		if p == nil {
+			return LimitSpec{}, fmt.Errorf("unknown key %q in %q: want rbps, wbps, riops or wiops", key, f)
+		}
+		if *p != nil {
+			return LimitSpec{}, fmt.Errorf("duplicate key %q", key)
+		}
+		n, err := parseLimitValue(key, val)
+		if err != nil {
+			return LimitSpec{}, err
+		}
+		*p = &n
+	}
+	return l, nil
+}
+
+// parseLimitValue parses the value of one key; "max" is 0.
+func parseLimitValue(key, val string) (int64, error) {
+	if val == "max" {
+		return 0, nil
+	}
+	kind, units, whole, want := "size", sizeUnits, false, wantSize
+	if strings.HasSuffix(key, "iops") {
+		kind, units, whole, want = "count", countUnits, true, wantCount
+	}
+	n, e := parseNumber(val, units, whole, want)
+	switch {
+	case e != nil && e.syntax:
+		return 0, fmt.Errorf("bad %s %q for %s: %s or \"max\"", kind, val, key, e.reason)
+	case e != nil:
+		return 0, fmt.Errorf("bad %s %q for %s: %s; use %s=max for no limit", kind, val, key, e.reason, key)
+	case n == 0:
+		return 0, fmt.Errorf("bad %s %q for %s: zero is not unlimited; use %s=max for no limit", kind, val, key, key)
+	}
+	return n, nil
+}
+
+// String returns l in canonical form, keys in the order rbps, wbps, riops,
+// wiops, sizes as FormatSize writes them: "default rbps=10MiB riops=max".
+// ParseLimit(l.String()) returns l again.
+func (l LimitSpec) String() string {
+	var b strings.Builder
+	b.WriteString(l.Group)
+	for _, key := range limitKeys {
+		p := *l.field(key)
+		if p == nil {
+			continue
+		}
+		b.WriteString(" " + key + "=")
+		switch {
+		case *p == 0:
+			b.WriteString("max")
+		case strings.HasSuffix(key, "bps"):
+			b.WriteString(FormatSize(*p))
+		default:
+			b.WriteString(strconv.FormatInt(*p, 10))
+		}
+	}
+	return b.String()
+}

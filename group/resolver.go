@@ -1,0 +1,200 @@
+package group
+
+import (
+	"errors"
+	"math"
+	"sync"
+	"time"
+)
+
+// Facts are what rules may need to know about a process beyond the ids the
+// kernel sends with each request.
+type Facts struct {
+	Comm    string
+	Cgroups []string
+	Groups  []uint32
+}
+
+// Need says which Facts to read.
+type Need struct {
+	Comm, Cgroups, Groups bool
+}
+
+func (n Need) any() bool { return n.Comm || n.Cgroups || n.Groups }
+
+// ReadFacts reads from /proc the facts need asks for about process pid. It
+// returns whatever it could read together with the errors of the rest.
+func ReadFacts(pid int32, need Need) (Facts, error) {
+	var f Facts
+	var errs []error
+	var err error
+	if need.Comm {
+		f.Comm, err = ReadComm(pid)
+		errs = append(errs, err)
+	}
+	if need.Cgroups {
+		f.Cgroups, err = ReadCgroups(pid)
+		errs = append(errs, err)
+	}
+	if need.Groups {
+		f.Groups, err = ReadGroups(pid)
+		errs = append(errs, err)
+	}
+	return f, errors.Join(errs...)
+}
+
+// Resolver classifies FUSE callers, caching for a while which process each
+// thread belongs to and the facts read about each process. The time is
+// passed in; the Resolver never reads the clock. Its methods are safe for
+// concurrent use. Make one with NewResolver and change its exported fields,
+// if at all, before the first call to Group.
+type Resolver struct {
+	// TTL is how long a thread's process id and a process's facts are
+	// reused before /proc is read again; it bounds how late a process that
+	// changes its name or cgroup is reclassified. A negative TTL disables
+	// caching. The default is 1s.
+	TTL time.Duration
+	// MaxEntries bounds each of the two caches; when one is full, expired
+	// entries and then arbitrary ones are dropped. The default is 4096.
+	MaxEntries int
+	// ReadTgid returns the process id of a thread. The default is Tgid.
+	ReadTgid func(tid int32) (int32, error)
+	// ReadFacts reads what need asks for about a process, returning what it
+	// could along with any error. The default is ReadFacts.
+	ReadFacts func(pid int32, need Need) (Facts, error)
+
+	c    *Classifier
+	need Need
+
+	mu    sync.Mutex
+	tgids map[int32]entry[int32]
+	facts map[int32]entry[Facts]
+}
+
+// entry is a cached value and the time it was read, in ns.
+type entry[T any] struct {
+	v  T
+	at int64
+}
+
+// NewResolver returns a Resolver for the rules of c with default settings.
+// It reads /proc only for the facts c's rules look at (see
+// Classifier.NeedsProc); c.Rules must not change afterwards.
+func NewResolver(c *Classifier) *Resolver {
+	comm, cgroup, groups := c.NeedsProc()
+	return &Resolver{
+		TTL:        time.Second,
+		MaxEntries: 4096,
+		ReadTgid:   Tgid,
+		ReadFacts:  ReadFacts,
+		c:          c,
+		need:       Need{Comm: comm, Cgroups: cgroup, Groups: groups},
+		tgids:      map[int32]entry[int32]{},
+		facts:      map[int32]entry[Facts]{},
+	}
+}
+
+// Group returns the group name of a FUSE caller: uid and gid are the fs ids
+// and tid the thread id the kernel sent with the request, and now is the
+// current time in ns on any monotonic clock. A tid of 0 (a request the
+// kernel originated, or a caller in a pid namespace sluice cannot see) is
+// classified by uid and gid alone, as is a thread whose process cannot be
+// read from /proc; such failures are cached like successes. A time before
+// that of a cached entry makes the entry stale.
+func (r *Resolver) Group(now int64, uid, gid uint32, tid uint32) string {
+	k := Caller{UID: uid, GID: gid}
+	if tid != 0 && tid <= math.MaxInt32 && r.need.any() {
+		if pid := r.tgid(now, int32(tid)); pid > 0 {
+			f := r.procFacts(now, pid)
+			k.PID, k.Comm, k.Cgroups, k.Groups = pid, f.Comm, f.Cgroups, f.Groups
+		}
+	}
+	return r.c.Classify(&k)
+}
+
+// tgid returns the process of thread tid, or 0 if it cannot be read.
+func (r *Resolver) tgid(now int64, tid int32) int32 {
+	r.mu.Lock()
+	e, ok := r.tgids[tid]
+	r.mu.Unlock()
+	if ok && r.fresh(now, e.at) {
+		return e.v
+	}
+	read := r.ReadTgid
+	if read == nil {
+		read = Tgid
+	}
+	pid, err := read(tid)
+	if err != nil {
+		pid = 0
+	}
+	r.mu.Lock()
+	r.tgids = store(r, r.tgids, tid, entry[int32]{pid, now}, now)
+	r.mu.Unlock()
+	return pid
+}
+
+// procFacts returns what is known about process pid.
+func (r *Resolver) procFacts(now int64, pid int32) Facts {
+	r.mu.Lock()
+	e, ok := r.facts[pid]
+	r.mu.Unlock()
+	if ok && r.fresh(now, e.at) {
+		return e.v
+	}
+	read := r.ReadFacts
+	if read == nil {
+		read = ReadFacts
+	}
+	f, _ := read(pid, r.need) // partial facts classify as well as they can
+	r.mu.Lock()
+	r.facts = store(r, r.facts, pid, entry[Facts]{f, now}, now)
+	r.mu.Unlock()
+	return f
+}
+
+func (r *Resolver) ttl() int64 {
+	if r.TTL == 0 {
+		return int64(time.Second)
+	}
+	return int64(r.TTL)
+}
+
+func (r *Resolver) fresh(now, at int64) bool {
+	ttl := r.ttl()
+	return ttl > 0 && now >= at && now-at < ttl
+}
+
+// store puts e under key in m, making room first if m is full. It is called
+// with r.mu held and returns m, allocated if it was nil.
+func store[T any](r *Resolver, m map[int32]entry[T], key int32, e entry[T], now int64) map[int32]entry[T] {
+	if r.ttl() < 0 {
+		return m
+	}
+	if m == nil {
+		m = map[int32]entry[T]{}
+	}
+	limit := r.MaxEntries
+	if limit <= 0 {
+		limit = 4096
+	}
+	if _, ok := m[key]; !ok && len(m) >= limit {
+		for k, old := range m {
+			if !r.fresh(now, old.at) {
+				delete(m, k)
+			}
+		}
+		// Still full: drop a quarter, whichever come first, so that the
+		// sweep above runs once per many inserts rather than on each.
+		if len(m) >= limit {
+			for k := range m {
+				if len(m) < limit-limit/4 {
+					break
+				}
+				delete(m, k)
+			}
+		}
+	}
+	m[key] = e
+	return m
+}

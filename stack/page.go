@@ -1,0 +1,65 @@
+package stack
+
+import "sluice/throttle"
+
+// file is the cache's view of one backing file.
+type file struct {
+	pages map[int64]*page
+	// tail is the index of a cached page shorter than PageSize (the end of
+	// the file when it was read), or -1. A write anywhere may extend the
+	// file, so Changed drops it.
+	tail int64
+}
+
+// Has reports whether page index is in the cache or being read; it is the
+// readahead package's view of the cache.
+func (f *file) Has(index int64) bool { return f.pages[index] != nil }
+
+// page is one PageSize piece of a file in the cache.
+type page struct {
+	file    *file
+	index   int64
+	buf     []byte // contents once read; shorter than PageSize at end of file
+	pending bool   // being read by io
+	io      *IO
+	waiters []*Request
+	group   *throttle.Group // who read it
+	marker  bool            // touching it starts the next readahead window
+	ahead   bool            // read ahead and not used yet
+	fromRA  bool            // read ahead rather than demanded
+
+	prev, next *page // LRU links while cached and not pending
+}
+
+// pageList is an intrusive LRU list; the sentinel's next is the oldest.
+type pageList struct{ root page }
+
+func (l *pageList) init() { l.root.prev, l.root.next = &l.root, &l.root }
+
+func (l *pageList) push(p *page) {
+	p.prev, p.next = l.root.prev, &l.root
+	p.prev.next, l.root.prev = p, p
+}
+
+func (l *pageList) unlink(p *page) {
+	if p.next == nil {
+		return
+	}
+	p.prev.next, p.next.prev = p.next, p.prev
+	p.prev, p.next = nil, nil
+}
+
+func (l *pageList) touch(p *page) {
+	if p.next == nil {
+		return
+	}
+	l.unlink(p)
+	l.push(p)
+}
+
+func (l *pageList) oldest() *page {
+	if l.root.next == &l.root {
+		return nil
+	}
+	return l.root.next
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# sluice's test command: formatting, vet, and every test with the race
+# detector. Tests that mount need root and /dev/fuse and say so when they
+# skip.
+set -euo pipefail
+cd "$(dirname "$0")"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+go vet ./...
+go test -race -count=1 "$@" ./...

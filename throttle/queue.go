@@ -1,0 +1,377 @@
+package throttle
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Class is the priority of a request within its group.
+type Class uint8
+
+const (
+	// Demand requests have a reader (or writer) waiting on them.
+	Demand Class = iota
+	// Readahead requests are speculative; they go after every queued
+	// demand request of the same group and may be cancelled or promoted.
+	Readahead
+)
+
+func (c Class) String() string {
+	switch c {
+	case Demand:
+		return "demand"
+	case Readahead:
+		return "readahead"
+	}
+	return fmt.Sprintf("Class(%d)", uint8(c))
+}
+
+// Request is one unit of admission: Bytes and IOs charged to Group in
+// direction Dir when the Queue releases it. The caller fills the exported
+// fields and must not change them while the request is queued (except
+// through Promote).
+type Request struct {
+	Group *Group
+	Dir   Dir
+	Bytes int64
+	// IOs is the number of device I/Os the request is: normally 1, one
+	// max_io piece.
+	IOs   int64
+	Class Class
+	// Value is the caller's payload; the Queue never looks at it.
+	Value any
+
+	q          *Queue // the queue holding the request; nil when not queued
+	prev, next *Request
+	seq        uint64 // arrival order
+	enq        int64  // Push time
+}
+
+// Queued reports whether r is waiting in a Queue.
+func (r *Request) Queued() bool { return r.q != nil }
+
+// fifo is an intrusive list of requests.
+type fifo struct{ head, tail *Request }
+
+func (f *fifo) pushBack(r *Request) { f.insertAfter(f.tail, r) }
+
+// insertAfter links r after at (at the front if at is nil).
+func (f *fifo) insertAfter(at, r *Request) {
+	r.prev = at
+	if at == nil {
+		r.next, f.head = f.head, r
+	} else {
+		r.next, at.next = at.next, r
+	}
+	if r.next == nil {
+		f.tail = r
+	} else {
+		r.next.prev = r
+	}
+}
+
+func (f *fifo) remove(r *Request) {
+	if r.prev == nil {
+		f.head = r.next
+	} else {
+		r.prev.next = r.next
+	}
+	if r.next == nil {
+		f.tail = r.prev
+	} else {
+		r.next.prev = r.prev
+	}
+	r.prev, r.next = nil, nil
+}
+
+// tag is the start-time fair queueing state of one child of a node: its
+// start and finish tags in bytes of service, and a stamp that orders equal
+// start tags by when they were assigned.
+type tag struct {
+	start, finish int64
+	stamp         uint64
+}
+
+// qnode is a group's state in a Queue. As a parent it has a virtual clock
+// and its backlogged children; its own requests form one more child, own.
+type qnode struct {
+	g       *Group
+	up      *qnode
+	tag           // as a child of up
+	backlog int   // queued requests in the subtree
+	vclock  int64 // as a parent: the start tag of the last child served
+	active  []*qnode
+	own     tag
+	ownLen  int
+	fifo    [2][2]fifo // [Dir][Class]
+}
+
+// key returns the start tag a child with tag c competes with under parent
+// n. A child skipped while it was blocked by its own limits does not carry
+// the lag into later competition: its tag is raised to the parent's
+// virtual clock.
+func (n *qnode) key(c *tag) int64 { return max(c.start, n.vclock) }
+
+// Queue holds requests waiting for admission and releases them in an order
+// that is exact in rate, fair by bytes among siblings, and demand-first
+// within a group.
+//
+// A request is released when its group and every ancestor are open in its
+// direction (see Tree.Eligible), and charged to all of them in that moment.
+// Within a group, reads and writes queue separately; in each direction
+// requests are released in arrival order, demand before readahead, and a
+// later request never overtakes an earlier one of the same class. Among
+// the groups and own requests under one parent that could go at the same
+// moment, the one with the least service in bytes goes first (start-time
+// fair queueing with equal weights); a group that was idle restarts at its
+// parent's virtual clock and earns no credit for the idle time. A group
+// blocked by its own limits never holds back a sibling.
+//
+// Waiting in the queue is not idle time. A released request is charged to
+// each level as of when it reached that level: its Push time for its own
+// group, and for each ancestor the moment it had cleared the levels below.
+// So a limited group held back by a busy parent keeps its own rate, as if
+// each level passed requests upward on its own schedule; the extra credit
+// a level gets this way is bounded by how long its requests waited.
+//
+// The shell's loop: Push (or Remove, Promote, SetLimits, Refund), then
+// Release; start the released requests' I/O in release order; arm one
+// timer for the returned time and call Release when it fires. A Queue is
+// not safe for concurrent use; it shares its Tree's lock.
+type Queue struct {
+	t     *Tree
+	root  *qnode
+	nodes map[*Group]*qnode
+	n     int
+	seq   uint64
+	stamp uint64
+}
+
+// NewQueue returns an empty Queue over t.
+func NewQueue(t *Tree) *Queue {
+	q := &Queue{t: t, nodes: make(map[*Group]*qnode)}
+	q.root = &qnode{g: t.root}
+	q.nodes[t.root] = q.root
+	return q
+}
+
+// Len returns the number of queued requests.
+func (q *Queue) Len() int { return q.n }
+
+func (q *Queue) node(g *Group) *qnode {
+	if n := q.nodes[g]; n != nil {
+		return n
+	}
+	n := &qnode{g: g, up: q.node(g.up)}
+	q.nodes[g] = n
+	return n
+}
+
+func (q *Queue) nextStamp() uint64 { q.stamp++; return q.stamp }
+
+// Push queues r at now. It does not admit r even if r could go at once:
+// the caller calls Release next. Push panics if r is already queued, has no
+// group or a group of another Tree, or has an invalid direction, class or
+// a negative size.
+func (q *Queue) Push(now int64, r *Request) {
+	q.t.check(r.Group, r.Dir)
+	switch {
+	case r.q != nil:
+		panic("throttle: Push of a queued request")
+	case r.Class > Readahead:
+		panic("throttle: Push with invalid " + r.Class.String())
+	case r.Bytes < 0 || r.IOs < 0:
+		panic(fmt.Sprintf("throttle: Push of %d bytes, %d ios", r.Bytes, r.IOs))
+	}
+	n := q.node(r.Group)
+	q.seq++
+	r.q, r.seq, r.enq = q, q.seq, now
+	n.fifo[r.Dir][r.Class].pushBack(r)
+	if n.ownLen == 0 {
+		n.own.start, n.own.stamp = max(n.vclock, n.own.finish), q.nextStamp()
+	}
+	n.ownLen++
+	for x := n; x != q.root; x = x.up {
+		if x.backlog == 0 {
+			x.start, x.stamp = max(x.up.vclock, x.finish), q.nextStamp()
+			x.up.active = append(x.up.active, x)
+		}
+		x.backlog++
+	}
+	q.root.backlog++
+	q.n++
+}
+
+// unlink takes r out of its fifo and updates the backlog counts, without
+// touching fairness tags.
+func (q *Queue) unlink(r *Request) *qnode {
+	n := q.nodes[r.Group]
+	n.fifo[r.Dir][r.Class].remove(r)
+	r.q = nil
+	n.ownLen--
+	for x := n; x != q.root; x = x.up {
+		x.backlog--
+		if x.backlog == 0 {
+			i := slices.Index(x.up.active, x)
+			x.up.active = slices.Delete(x.up.active, i, i+1)
+		}
+	}
+	q.root.backlog--
+	q.n--
+	return n
+}
+
+// Remove cancels r (an interrupted read, a cancelled readahead). It
+// reports false, and does nothing, if r is not queued in q. The next
+// wake-up may move later; the caller may call Release to learn it.
+func (q *Queue) Remove(r *Request) bool {
+	if r.q != q {
+		return false
+	}
+	q.unlink(r)
+	return true
+}
+
+// Promote turns a queued readahead request into a demand request (a reader
+// now needs its pages). It takes its place among the group's demand
+// requests by arrival. Promote does nothing if r is not queued in q or is
+// already a demand request.
+func (q *Queue) Promote(r *Request) {
+	if r.q != q || r.Class == Demand {
+		return
+	}
+	n := q.nodes[r.Group]
+	n.fifo[r.Dir][r.Class].remove(r)
+	r.Class = Demand
+	f := &n.fifo[r.Dir][Demand]
+	at := f.tail
+	for at != nil && at.seq > r.seq {
+		at = at.prev
+	}
+	f.insertAfter(at, r)
+}
+
+// Release admits every request that may go at now, charges each to its
+// group and ancestors, and appends them to out in release order. It
+// returns the extended out and the next time a queued request becomes
+// eligible, which is always later than now, or -1 if the queue is empty.
+// The caller arms one timer for next and calls Release again then, or
+// earlier after Push, Remove, Promote, Tree.SetLimits or Tree.Refund. A
+// call at any time is safe; an early one releases nothing new.
+func (q *Queue) Release(now int64, out []*Request) ([]*Request, int64) {
+	for {
+		r := q.pick(now, q.root, [2]bool{true, true})
+		if r == nil {
+			break
+		}
+		q.dispatch(now, r)
+		out = append(out, r)
+	}
+	if q.n == 0 {
+		return out, -1
+	}
+	next := q.next(q.root, [2]int64{math.MinInt64, math.MinInt64})
+	if next <= now {
+		// Unreachable: pick admits everything whose gates are open.
+		panic(fmt.Sprintf("throttle: next wake-up %d not after now %d", next, now))
+	}
+	return out, next
+}
+
+// pick returns the request to release next at now from n's subtree, or
+// nil if none may go. ok tells which directions n's ancestors admit.
+func (q *Queue) pick(now int64, n *qnode, ok [2]bool) *Request {
+	for d := range ok {
+		ok[d] = ok[d] && n.g.open(now, Dir(d))
+	}
+	if !ok[Read] && !ok[Write] {
+		return nil
+	}
+	slices.SortFunc(n.active, func(a, b *qnode) int {
+		return cmp.Or(cmp.Compare(n.key(&a.tag), n.key(&b.tag)), cmp.Compare(a.stamp, b.stamp))
+	})
+	ownKey, ownDone := n.key(&n.own), n.ownLen == 0
+	for _, c := range n.active {
+		k := n.key(&c.tag)
+		if !ownDone && (ownKey < k || ownKey == k && n.own.stamp < c.stamp) {
+			ownDone = true
+			if r := n.head(ok); r != nil {
+				return r
+			}
+		}
+		if r := q.pick(now, c, ok); r != nil {
+			return r
+		}
+	}
+	if !ownDone {
+		return n.head(ok)
+	}
+	return nil
+}
+
+// head returns the group's own request to go next among the directions ok
+// admits: demand before readahead, then by arrival.
+func (n *qnode) head(ok [2]bool) *Request {
+	var best *Request
+	for d := range ok {
+		if !ok[d] {
+			continue
+		}
+		r := n.fifo[d][Demand].head
+		if r == nil {
+			r = n.fifo[d][Readahead].head
+		}
+		if r != nil && (best == nil || r.Class < best.Class || r.Class == best.Class && r.seq < best.seq) {
+			best = r
+		}
+	}
+	return best
+}
+
+// dispatch removes r, charges it and advances the fairness tags on the way
+// up: each level serves its child's start tag, and the child's next start
+// is its finish, start + Bytes.
+func (q *Queue) dispatch(now int64, r *Request) {
+	n := q.unlink(r)
+	q.t.charge(now, r.enq, r.Group, r.Dir, r.Bytes, r.IOs)
+	wait := time.Duration(max(0, now-r.enq))
+	for x := r.Group; x != nil; x = x.up {
+		x.stat.Throttled += wait
+	}
+	serve := func(parent *qnode, c *tag, backlogged bool) {
+		s := parent.key(c)
+		parent.vclock = s
+		c.finish = satAdd(s, r.Bytes)
+		if backlogged {
+			c.start, c.stamp = c.finish, q.nextStamp()
+		}
+	}
+	serve(n, &n.own, n.ownLen > 0)
+	for x := n; x != q.root; x = x.up {
+		serve(x.up, &x.tag, x.backlog > 0)
+	}
+}
+
+// next returns the earliest time at which a queued request in n's subtree
+// becomes eligible, given the latest schedule of n's ancestors per
+// direction, or math.MaxInt64 if the subtree is empty.
+func (q *Queue) next(n *qnode, gate [2]int64) int64 {
+	for d := range gate {
+		gate[d] = max(gate[d], n.g.gate(Dir(d)))
+	}
+	e := int64(math.MaxInt64)
+	if n.ownLen > 0 {
+		for d := range gate {
+			if n.fifo[d][Demand].head != nil || n.fifo[d][Readahead].head != nil {
+				e = min(e, gate[d])
+			}
+		}
+	}
+	for _, c := range n.active {
+		e = min(e, q.next(c, gate))
+	}
+	return e
+}

@@ -1,0 +1,308 @@
+package throttle
+
+import (
+	"fmt"
+	"math"
+	"path"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DefaultBurst is the default of Config.Burst.
+const DefaultBurst = 10 * time.Millisecond
+
+// Config configures a Tree.
+type Config struct {
+	// Burst caps idle credit: after a long idle a group may send at most
+	// Burst worth of its rate without waiting (plus the one request
+	// admitted into debt). It applies to every level and dimension. Zero
+	// takes the default; 1ns means practically no idle credit. The default
+	// is 10ms.
+	Burst time.Duration
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.Burst == 0 {
+		c.Burst = DefaultBurst
+	}
+}
+
+// Validate returns an error naming the first field that holds a value the
+// Tree cannot use.
+func (c *Config) Validate() error {
+	if c.Burst < 0 {
+		return fmt.Errorf("throttle: Config.Burst %v: must not be negative", c.Burst)
+	}
+	return nil
+}
+
+// Tree is the hierarchy of groups and their absolute schedules. Time is
+// always passed in as now, in nanoseconds of the caller's monotonic clock;
+// the Tree never reads the clock. now should not go backwards; if it does,
+// nothing breaks, but a group admitted at the later time stays in debt as
+// seen from the earlier one. A Tree is not safe for concurrent use.
+type Tree struct {
+	burst  int64
+	root   *Group
+	groups map[string]*Group
+}
+
+// New returns an empty Tree: only the implicit, unlimited root. It panics
+// if cfg, after EnsureDefaults, fails Validate.
+func New(cfg Config) *Tree {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	t := &Tree{burst: int64(cfg.Burst), groups: make(map[string]*Group)}
+	t.root = &Group{tree: t}
+	return t
+}
+
+// Group is a node of the Tree: a tenant, or a level of tenants
+// ("tenants/a" above "tenants/a/build").
+type Group struct {
+	tree   *Tree
+	path   string
+	up     *Group // the implicit root for top-level groups; nil for the root
+	limits Limits
+	m      [2][2]meter // [Dir][bytes, ios]
+	stat   Stat
+}
+
+const (
+	dimBytes = 0
+	dimIOs   = 1
+)
+
+// Stat holds a group's counters, in the shape of cgroup v2 io.stat. Like
+// io.stat they include the group's descendants.
+type Stat struct {
+	// RBytes and WBytes are bytes charged, less bytes refunded.
+	RBytes, WBytes int64
+	// RIOs and WIOs are I/Os charged.
+	RIOs, WIOs int64
+	// Throttled is the total time requests spent in a Queue between Push
+	// and their release.
+	Throttled time.Duration
+}
+
+// Clean returns the canonical form of a group path: slashes collapsed,
+// leading and trailing slashes, "." and ".." resolved as in a rooted file
+// path ("/a//b/" and "x/../a/b" are both "a/b"). The root is "".
+func Clean(p string) string {
+	return strings.TrimPrefix(path.Clean("/"+p), "/")
+}
+
+// Group returns the group at path, creating it and its missing ancestors,
+// all unlimited. The path is cleaned first (see Clean). Group panics if the
+// cleaned path is empty: the implicit root above the top-level groups is
+// not a group callers may use or limit.
+func (t *Tree) Group(p string) *Group {
+	p = Clean(p)
+	if p == "" {
+		panic("throttle: empty group path")
+	}
+	if g := t.groups[p]; g != nil {
+		return g
+	}
+	up := t.root
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		up = t.Group(p[:i])
+	}
+	g := &Group{tree: t, path: p, up: up}
+	t.groups[p] = g
+	return g
+}
+
+// Lookup returns the group at path (cleaned), or nil if it does not exist.
+func (t *Tree) Lookup(p string) *Group { return t.groups[Clean(p)] }
+
+// Groups returns every group, sorted by path (parents before children).
+func (t *Tree) Groups() []*Group {
+	out := make([]*Group, 0, len(t.groups))
+	for _, g := range t.groups {
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b *Group) int { return strings.Compare(a.path, b.path) })
+	return out
+}
+
+// Path returns the group's clean path, e.g. "tenants/a/build".
+func (g *Group) Path() string { return g.path }
+
+// Parent returns the group above g, or nil for a top-level group.
+func (g *Group) Parent() *Group {
+	if g.up == g.tree.root {
+		return nil
+	}
+	return g.up
+}
+
+// Limits returns the group's own limits (not its ancestors').
+func (g *Group) Limits() Limits { return g.limits }
+
+// Stat returns the group's counters.
+func (g *Group) Stat() Stat { return g.stat }
+
+// Limited reports whether g or any ancestor has a limit in either
+// direction, that is, whether g's I/O needs to pass through the throttle
+// at all.
+func (g *Group) Limited() bool {
+	for x := g; x != nil; x = x.up {
+		if !x.limits.Unlimited() {
+			return true
+		}
+	}
+	return false
+}
+
+// open reports whether every limit of g itself in direction d admits a
+// request at now.
+func (g *Group) open(now int64, d Dir) bool {
+	return g.m[d][dimBytes].open(now) && g.m[d][dimIOs].open(now)
+}
+
+// gate returns the latest theoretical arrival time of g's own limits in
+// direction d, or math.MinInt64 if g does not limit d.
+func (g *Group) gate(d Dir) int64 {
+	e := int64(math.MinInt64)
+	for i := range g.m[d] {
+		if m := &g.m[d][i]; m.rate != 0 {
+			e = max(e, m.tat)
+		}
+	}
+	return e
+}
+
+// SetLimits sets the limits of the group at path (creating it if needed)
+// at now. Each changed dimension keeps its meaning: outstanding debt is
+// rescaled, so a group owing D ns at the old rate owes D*old/new at the new
+// one (exactly, remainder included); idle credit is kept as time; going to
+// unlimited forgives the debt; going from unlimited to limited starts with
+// no debt and no credit. Queued requests are not released here: the caller
+// calls Queue.Release afterwards and gets the correct next wake-up.
+// SetLimits panics if l fails Validate or the path is empty.
+func (t *Tree) SetLimits(now int64, path string, l Limits) {
+	if err := l.Validate(); err != nil {
+		panic(err)
+	}
+	g := t.Group(path)
+	for _, d := range []Dir{Read, Write} {
+		g.m[d][dimBytes].setRate(now, l.BPS(d))
+		g.m[d][dimIOs].setRate(now, l.IOPS(d))
+	}
+	g.limits = l
+}
+
+func (t *Tree) check(g *Group, d Dir) {
+	if g == nil || g.tree != t || g == t.root {
+		panic("throttle: group is nil, the root, or of another Tree")
+	}
+	if d > Write {
+		panic("throttle: invalid " + d.String())
+	}
+}
+
+// Eligible returns the earliest time >= now at which a request of g in
+// direction d may be admitted: the latest theoretical arrival time over
+// the byte and I/O limits of d of g and every ancestor. Admission depends
+// on debt, not on the request's size: a level is open once its schedule
+// has reached now. Eligible returns now when nothing on the path limits d.
+func (t *Tree) Eligible(now int64, g *Group, d Dir) int64 {
+	t.check(g, d)
+	e := now
+	for x := g; x != nil; x = x.up {
+		e = max(e, x.gate(d))
+	}
+	return e
+}
+
+// Charge charges bytes and ios in direction d to g and every ancestor in
+// one step. At each limited level and dimension the schedule becomes
+// max(tat, now-Burst) + cost/rate, in integer nanoseconds with the division
+// remainder carried, so the long-run rate is exact. Charge does not check
+// eligibility: the caller charges what it admits (see Eligible), and may
+// drive a group into debt. A debt beyond the int64 range saturates. Charge
+// panics if bytes or ios is negative.
+func (t *Tree) Charge(now int64, g *Group, d Dir, bytes, ios int64) {
+	t.check(g, d)
+	if bytes < 0 || ios < 0 {
+		panic(fmt.Sprintf("throttle: Charge of %d bytes, %d ios", bytes, ios))
+	}
+	t.charge(now, now, g, d, bytes, ios)
+}
+
+// charge is Charge for a request that has waited since arrival. Each
+// level's idle credit is capped relative to when the request reached it
+// rather than to now: for g that is arrival; for each ancestor, the moment
+// the request had cleared every level below. Time a queued request spent
+// held back by an ancestor is thus not lost to the burst cap of the levels
+// below it, as if each level had its own queue passing requests upward on
+// its own schedule; a group under a busy parent still gets its own rate.
+func (t *Tree) charge(now, arrival int64, g *Group, d Dir, bytes, ios int64) {
+	at := min(arrival, now)
+	for x := g; x != nil; x = x.up {
+		cleared := min(max(at, x.gate(d)), now)
+		x.m[d][dimBytes].charge(at, t.burst, bytes)
+		x.m[d][dimIOs].charge(at, t.burst, ios)
+		at = cleared
+		if d == Read {
+			x.stat.RBytes += bytes
+			x.stat.RIOs += ios
+		} else {
+			x.stat.WBytes += bytes
+			x.stat.WIOs += ios
+		}
+	}
+}
+
+// Refund returns bytes charged in direction d but not used (a short read)
+// to g and every ancestor: each byte schedule moves back by bytes/rate,
+// remainder included, but never below now-Burst, so a refund never creates
+// more than Burst of idle credit. I/Os are not refunded. Refund panics if
+// bytes is negative.
+func (t *Tree) Refund(now int64, g *Group, d Dir, bytes int64) {
+	t.check(g, d)
+	if bytes < 0 {
+		panic(fmt.Sprintf("throttle: Refund of %d bytes", bytes))
+	}
+	for x := g; x != nil; x = x.up {
+		x.m[d][dimBytes].refund(now, t.burst, bytes)
+		if d == Read {
+			x.stat.RBytes -= bytes
+		} else {
+			x.stat.WBytes -= bytes
+		}
+	}
+}
+
+// Budget returns how many bytes g may send in direction d at now without
+// waiting: the minimum over g and its ancestors of the byte credit (the
+// idle time since the schedule, capped at Burst, times the rate; 0 when in
+// debt or exactly on schedule). A level limiting IOPS with less than one
+// whole I/O of credit makes the budget 0; with k I/Os of credit it is at
+// most k*maxIO (maxIO <= 0 skips that bound, keeping only the zero rule).
+// Budget is math.MaxInt64 when nothing on the path limits d.
+func (t *Tree) Budget(now int64, g *Group, d Dir, maxIO int64) int64 {
+	t.check(g, d)
+	b := int64(math.MaxInt64)
+	for x := g; x != nil; x = x.up {
+		b = min(b, x.m[d][dimBytes].credit(now, t.burst))
+		if m := &x.m[d][dimIOs]; m.rate != 0 {
+			k := m.credit(now, t.burst)
+			if k < 1 {
+				return 0
+			}
+			if maxIO > 0 {
+				if k > math.MaxInt64/maxIO {
+					continue
+				}
+				b = min(b, k*maxIO)
+			}
+		}
+	}
+	return b
+}

@@ -1,0 +1,312 @@
+package throttle
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s did not panic", what)
+		}
+	}()
+	f()
+}
+
+func TestGroupPaths(t *testing.T) {
+	tree := New(Config{})
+	ab := tree.Group("a//b/")
+	if ab.Path() != "a/b" {
+		t.Errorf("Path = %q, want a/b", ab.Path())
+	}
+	for _, p := range []string{"a/b", "/a/b", "a/./b", "x/../a/b", "../a/b"} {
+		if g := tree.Group(p); g != ab {
+			t.Errorf("Group(%q) = %q, not the same group as a/b", p, g.Path())
+		}
+	}
+	a := tree.Lookup("a")
+	if a == nil || ab.Parent() != a || a.Parent() != nil {
+		t.Errorf("parents: a=%v, a/b's parent=%v, a's parent=%v", a, ab.Parent(), a.Parent())
+	}
+	if !a.Limits().Unlimited() || a.Limited() {
+		t.Errorf("an implicitly created ancestor is limited: %v", a.Limits())
+	}
+	if tree.Lookup("nope") != nil || tree.Lookup("") != nil {
+		t.Errorf("Lookup found a group that was never created")
+	}
+	tree.Group("c")
+	var paths []string
+	for _, g := range tree.Groups() {
+		paths = append(paths, g.Path())
+	}
+	if got := strings.Join(paths, " "); got != "a a/b c" {
+		t.Errorf("Groups = %q, want parents before children, sorted", got)
+	}
+	for _, p := range []string{"", "/", "//", ".", "a/.."} {
+		mustPanic(t, "Group("+p+")", func() { tree.Group(p) })
+	}
+	mustPanic(t, "Eligible(nil)", func() { tree.Eligible(0, nil, Read) })
+	mustPanic(t, "Eligible of another tree's group", func() { New(Config{}).Eligible(0, a, Read) })
+	mustPanic(t, "Eligible(Dir(2))", func() { tree.Eligible(0, a, Dir(2)) })
+}
+
+func TestLimited(t *testing.T) {
+	tree := New(Config{})
+	leaf := tree.Group("t/a/build")
+	other := tree.Group("u")
+	tree.SetLimits(0, "t", Limits{WIOPS: 5})
+	if !leaf.Limited() || !tree.Lookup("t").Limited() || other.Limited() {
+		t.Errorf("Limited: leaf %v, t %v, u %v; want true, true, false", leaf.Limited(), tree.Lookup("t").Limited(), other.Limited())
+	}
+	tree.SetLimits(0, "t", Limits{})
+	if leaf.Limited() {
+		t.Errorf("leaf still limited after its ancestor went to max")
+	}
+}
+
+func TestLimitsString(t *testing.T) {
+	for _, tc := range []struct {
+		l    Limits
+		want string
+	}{
+		{Limits{}, "rbps=max wbps=max riops=max wiops=max"},
+		{Limits{RBPS: 10 * MiB}, "rbps=10485760 wbps=max riops=max wiops=max"},
+		{Limits{WBPS: 1, RIOPS: 100, WIOPS: 7}, "rbps=max wbps=1 riops=100 wiops=7"},
+	} {
+		if got := tc.l.String(); got != tc.want {
+			t.Errorf("%#v.String() = %q, want %q", tc.l, got, tc.want)
+		}
+		if got := tc.l.Unlimited(); got != (tc.l == Limits{}) {
+			t.Errorf("%v.Unlimited() = %v", tc.l, got)
+		}
+	}
+	err := Limits{RBPS: 1, WIOPS: -1}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "wiops=-1") {
+		t.Errorf("Validate = %v, want an error naming wiops=-1", err)
+	}
+	mustPanic(t, "SetLimits(negative)", func() { New(Config{}).SetLimits(0, "a", Limits{RBPS: -1}) })
+	mustPanic(t, "New(negative burst)", func() { New(Config{Burst: -1}) })
+	c := Config{}
+	c.EnsureDefaults()
+	if c.Burst != 10*time.Millisecond {
+		t.Errorf("default Burst = %v, want 10ms", c.Burst)
+	}
+}
+
+// TestChargeOneStep: a charge reaches every level at once and Eligible is
+// the latest schedule over the levels.
+func TestChargeOneStep(t *testing.T) {
+	tree := New(Config{})
+	p, a, b := tree.Group("p"), tree.Group("p/a"), tree.Group("p/b")
+	tree.SetLimits(0, "p", Limits{RBPS: 10 * MiB})
+	tree.SetLimits(0, "p/a", Limits{RBPS: 5 * MiB})
+	tree.Charge(0, a, Read, MiB, 1)
+	for _, tc := range []struct {
+		g    *Group
+		d    Dir
+		want int64
+	}{
+		{a, Read, 200 * ms}, // a's own limit is the later one
+		{b, Read, 100 * ms}, // b waits for the parent only
+		{p, Read, 100 * ms},
+		{a, Write, 0}, // writes are not touched
+	} {
+		if got := tree.Eligible(0, tc.g, tc.d); got != tc.want {
+			t.Errorf("Eligible(%s, %v) = %d, want %d", tc.g.Path(), tc.d, got, tc.want)
+		}
+	}
+	if got := tree.Eligible(300*ms, a, Read); got != 300*ms {
+		t.Errorf("Eligible after the schedule = %d, want now", got)
+	}
+	if p.Stat().RBytes != MiB || a.Stat().RBytes != MiB || a.Stat().RIOs != 1 || b.Stat().RBytes != 0 {
+		t.Errorf("stats: p %+v, a %+v, b %+v", p.Stat(), a.Stat(), b.Stat())
+	}
+	mustPanic(t, "Charge(negative)", func() { tree.Charge(0, a, Read, -1, 0) })
+}
+
+// TestHierarchy runs continuously backlogged groups under a limited parent
+// for 10 s: the parent's limit bounds the sum, a child's tighter limit
+// governs that child, and the parent's spare capacity goes to the others.
+func TestHierarchy(t *testing.T) {
+	const T = 10 * sec
+	const req = 64 * KiB
+	for _, tc := range []struct {
+		name   string
+		limits map[string]Limits
+		groups []string
+		want   map[string]int64 // bytes per second
+	}{
+		{"siblings share the parent", map[string]Limits{"p": {RBPS: 10 * MiB}},
+			[]string{"p/a", "p/b"}, map[string]int64{"p/a": 5 * MiB, "p/b": 5 * MiB}},
+		{"tight child governs itself", map[string]Limits{"p": {RBPS: 10 * MiB}, "p/a": {RBPS: 2 * MiB}},
+			[]string{"p/a", "p/b"}, map[string]int64{"p/a": 2 * MiB, "p/b": 8 * MiB}},
+		{"loose child follows the parent", map[string]Limits{"p": {RBPS: 10 * MiB}, "p/a": {RBPS: 20 * MiB}},
+			[]string{"p/a", "p/b"}, map[string]int64{"p/a": 5 * MiB, "p/b": 5 * MiB}},
+		{"alone under a looser parent", map[string]Limits{"p": {RBPS: 10 * MiB}, "p/a": {RBPS: 2 * MiB}},
+			[]string{"p/a"}, map[string]int64{"p/a": 2 * MiB}},
+		{"parent iops", map[string]Limits{"p": {RIOPS: 160}},
+			[]string{"p/a", "p/b"}, map[string]int64{"p/a": 80 * req, "p/b": 80 * req}},
+		{"grandparent", map[string]Limits{"t": {RBPS: 10 * MiB}, "t/x": {RBPS: 1 * MiB}},
+			[]string{"t/x/a", "t/x/b", "t/y"}, map[string]int64{"t/x/a": MiB / 2, "t/x/b": MiB / 2, "t/y": 9 * MiB}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, Config{})
+			for p, l := range tc.limits {
+				s.limit(p, l)
+			}
+			for _, g := range tc.groups {
+				s.backlog(g, Read, req, 4)
+			}
+			s.run(T)
+			var sum, wantSum int64
+			for g, rate := range tc.want {
+				// Each rate is met to within one request and the burst.
+				within(t, g+" bytes", s.got[g], rate*T/sec, req+rate/100)
+				sum += s.got[g]
+				wantSum += rate * T / sec
+			}
+			within(t, "total bytes", sum, wantSum, req)
+		})
+	}
+}
+
+// TestRefund: a short read's refund lets the next request go earlier by
+// exactly the refunded bytes over the rate, at every level, and never makes
+// more than Burst of credit.
+func TestRefund(t *testing.T) {
+	tree := New(Config{})
+	p, a := tree.Group("p"), tree.Group("p/a")
+	tree.SetLimits(0, "p", Limits{RBPS: 2 * MiB})
+	tree.SetLimits(0, "p/a", Limits{RBPS: MiB})
+	q := NewQueue(tree)
+	first := &Request{Group: a, Dir: Read, Bytes: MiB, IOs: 1}
+	second := &Request{Group: a, Dir: Read, Bytes: MiB, IOs: 1}
+	q.Push(0, first)
+	q.Push(0, second)
+	out, next := q.Release(0, nil)
+	if len(out) != 1 || next != sec {
+		t.Fatalf("released %d, next %d; want 1 and 1s", len(out), next)
+	}
+	// The read returned 256 KiB: 768 KiB come back, 0.75 s at 1 MiB/s.
+	tree.Refund(10*ms, a, Read, 768*KiB)
+	if _, next = q.Release(10*ms, nil); next != 250*ms {
+		t.Errorf("next after refund = %d, want 250ms", next)
+	}
+	if got := tree.Eligible(10*ms, p, Read); got != 125*ms {
+		t.Errorf("parent schedule after refund = %d, want 125ms", got)
+	}
+	if a.Stat().RBytes != 256*KiB || p.Stat().RBytes != 256*KiB {
+		t.Errorf("RBytes after refund: a %d, p %d; want 256KiB", a.Stat().RBytes, p.Stat().RBytes)
+	}
+
+	// A refund is exact at an odd rate: charging and refunding the same
+	// bytes restores the schedule to the nanosecond and the remainder.
+	odd := New(Config{})
+	g := odd.Group("g")
+	odd.SetLimits(0, "g", Limits{RBPS: 10_000_007})
+	odd.Charge(0, g, Read, 12_345, 1)
+	before := g.m[Read][dimBytes]
+	odd.Charge(0, g, Read, 777, 1)
+	odd.Refund(0, g, Read, 777)
+	if after := g.m[Read][dimBytes]; after != before {
+		t.Errorf("charge+refund moved the schedule: %+v -> %+v", before, after)
+	}
+
+	// After an idle, a refund cannot make credit beyond the burst.
+	now := 5 * sec
+	tree.Refund(now, a, Read, 100*MiB)
+	if got, want := tree.Budget(now, a, Read, 0), int64(MiB)/100; got != want {
+		t.Errorf("budget after a huge refund = %d, want one burst (%d)", got, want)
+	}
+	// In debt, the schedule stops at now-Burst.
+	tree.Charge(now, a, Read, 10*MiB, 1)
+	tree.Refund(now+sec, a, Read, 10*MiB)
+	if got := a.m[Read][dimBytes].tat; got != now+sec-10*ms {
+		t.Errorf("refund below the burst floor: tat %d, want %d", got, now+sec-10*ms)
+	}
+	mustPanic(t, "Refund(negative)", func() { tree.Refund(0, a, Read, -1) })
+}
+
+// TestBurstCap: after an hour idle, a group sends only Burst worth of its
+// rate, plus the one request that goes into debt, before it waits.
+func TestBurstCap(t *testing.T) {
+	const hour = 3600 * sec
+	for _, tc := range []struct {
+		name     string
+		burst    time.Duration
+		l        Limits
+		size     int64
+		want     int   // released at once
+		wantNext int64 // after the hour
+	}{
+		// 10 ms at 1 MiB/s is 10485 bytes: two 4 KiB requests fit, the third
+		// goes into debt.
+		{"bytes", 0, Limits{RBPS: MiB}, 4 * KiB, 3, -10*ms + 3*4*KiB*sec/MiB},
+		{"bytes 100ms burst", 100 * time.Millisecond, Limits{RBPS: MiB}, 4 * KiB, 26, -100*ms + 26*4*KiB*sec/MiB},
+		{"one large request", 0, Limits{RBPS: MiB}, MiB, 1, -10*ms + sec},
+		{"iops", 0, Limits{RIOPS: 1000}, 4 * KiB, 11, ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tree := New(Config{Burst: tc.burst})
+			g := tree.Group("g")
+			tree.SetLimits(0, "g", tc.l)
+			q := NewQueue(tree)
+			for range 100 {
+				q.Push(hour, &Request{Group: g, Dir: Read, Bytes: tc.size, IOs: 1})
+			}
+			out, next := q.Release(hour, nil)
+			if len(out) != tc.want || next != hour+tc.wantNext {
+				t.Errorf("released %d, next %+d after the hour; want %d, %+d", len(out), next-hour, tc.want, tc.wantNext)
+			}
+		})
+	}
+}
+
+// TestBudget checks the readahead budget in debt, idle, IOPS-limited and
+// unlimited states.
+func TestBudget(t *testing.T) {
+	const maxIO = 128 * KiB
+	for _, tc := range []struct {
+		name   string
+		limits map[string]Limits
+		charge int64 // bytes charged to p/a at 0
+		now    int64
+		d      Dir
+		maxIO  int64
+		want   int64
+	}{
+		{"unlimited", nil, 0, sec, Read, maxIO, math.MaxInt64},
+		{"other direction limited", map[string]Limits{"p/a": {WBPS: 1}}, 0, sec, Read, maxIO, math.MaxInt64},
+		{"just limited", map[string]Limits{"p/a": {RBPS: MiB}}, 0, 0, Read, maxIO, 0},
+		{"in debt", map[string]Limits{"p/a": {RBPS: MiB}}, MiB, 500 * ms, Read, maxIO, 0},
+		{"on schedule", map[string]Limits{"p/a": {RBPS: MiB}}, MiB, sec, Read, maxIO, 0},
+		{"5ms idle", map[string]Limits{"p/a": {RBPS: MiB}}, MiB, sec + 5*ms, Read, maxIO, 5242},
+		{"long idle", map[string]Limits{"p/a": {RBPS: MiB}}, 0, 3600 * sec, Read, maxIO, 10485},
+		{"parent tighter", map[string]Limits{"p": {RBPS: MiB}, "p/a": {RBPS: 100 * MiB}}, 0, sec, Read, maxIO, 10485},
+		{"iops credit", map[string]Limits{"p/a": {RIOPS: 1000}}, 0, sec, Read, maxIO, 10 * maxIO},
+		{"iops credit, bytes tighter", map[string]Limits{"p/a": {RIOPS: 1000, RBPS: 10 * MiB}}, 0, sec, Read, maxIO, 104857},
+		{"iops below one", map[string]Limits{"p/a": {RIOPS: 1000}}, 0, 500 * 1000, Read, maxIO, 0},
+		{"iops below one at any idle", map[string]Limits{"p": {WIOPS: 50}}, 0, sec, Write, maxIO, 0},
+		{"iops below one without maxIO", map[string]Limits{"p/a": {RIOPS: 1000}}, 0, 500 * 1000, Read, 0, 0},
+		{"iops without maxIO", map[string]Limits{"p/a": {RIOPS: 1000}}, 0, sec, Read, 0, math.MaxInt64},
+		{"write bytes", map[string]Limits{"p": {WBPS: 1000 * 1000}}, 0, sec, Write, maxIO, 10000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tree := New(Config{})
+			a := tree.Group("p/a")
+			for p, l := range tc.limits {
+				tree.SetLimits(0, p, l)
+			}
+			if tc.charge > 0 {
+				tree.Charge(0, a, tc.d, tc.charge, 1)
+			}
+			if got := tree.Budget(tc.now, a, tc.d, tc.maxIO); got != tc.want {
+				t.Errorf("Budget = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
