@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seed 001: an IOPS limit must count device-visible IOs. 1 MiB O_DIRECT writes
+# Split I/O: an IOPS limit must count device-visible IOs. 1 MiB O_DIRECT writes
 # are split into 128 KiB pieces; under wiops=100 the device must see 100
 # writes/s (12.5 application writes/s), not 100 application writes/s.
 #
@@ -112,5 +112,5 @@ cat <<EOF
 
 targets: device IOPS $IOPS +/- 1; app IOPS $IOPS / (1024 / $PIECE_KB) = $(python3 -c "print($IOPS / (1024 / $PIECE_KB))");
 bytes charged once (device MiB/s == app MiB/s).
-seed 001 (kernel without split charging): 1995 device IOPS under a 100 IOPS limit.
+a 2021 kernel without split charging (blk-throttle IOPS patch thread): 1995 device IOPS under a 100 IOPS limit.
 EOF

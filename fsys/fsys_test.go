@@ -3,19 +3,58 @@ package fsys
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"sluice/group"
 )
+
+// TestMain lets the test binary serve as a helper process for work that
+// must not run in the process serving the mount.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Getenv("SLUICE_FSYS_HELPER") == "mmap" {
+		os.Exit(mmapSum(os.Args[2]))
+	}
+	os.Exit(m.Run())
+}
+
+func helper(what string, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$"}, args...)...)
+	cmd.Args = append([]string{os.Args[0], what}, args...)
+	cmd.Env = append(os.Environ(), "SLUICE_FSYS_HELPER="+what)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// mmapSum prints the SHA-256 of a file read through a shared mapping.
+func mmapSum(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	st, _ := f.Stat()
+	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mmap:", err)
+		return 1
+	}
+	sum := sha256.Sum256(b)
+	fmt.Println(hex.EncodeToString(sum[:]))
+	return 0
+}
 
 // needFUSE skips a test that mounts when this machine cannot.
 func needFUSE(t *testing.T) {
@@ -278,6 +317,68 @@ func TestWriteCoherent(t *testing.T) {
 	checkReads(t, filepath.Join(mnt, "f"), want, 3)
 }
 
+// runAs runs fn on a thread whose file system uid and gid are id, so FUSE
+// sees it as that user. The thread ends with fn.
+func runAs(id int, fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread exits with us
+		unix.Setfsuid(id)
+		unix.Setfsgid(id)
+		fn()
+	}()
+	<-done
+}
+
+// TestCoherentAcrossGroups: an unlimited reader keeps the file in the
+// kernel's page cache; a write by a limited group through its direct-I/O
+// handle must not leave that reader with stale pages.
+func TestCoherentAcrossGroups(t *testing.T) {
+	rules := []group.Rule{{Group: "slow", UID: new(uint32(0))}}
+	src, mnt, _ := mount(t, Options{AllowOther: true, Rules: rules,
+		Limits: []group.LimitSpec{limit(t, "slow rbps=200MiB wbps=200MiB")}})
+	want := writeRandom(t, filepath.Join(src, "f"), 256<<10, 5)
+	var rf *os.File
+	var err error
+	runAs(4321, func() { rf, err = os.Open(filepath.Join(mnt, "f")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Close()
+	read := func() []byte {
+		var b []byte
+		runAs(4321, func() {
+			b = make([]byte, len(want))
+			n, _ := rf.ReadAt(b, 0)
+			b = b[:n]
+		})
+		return b
+	}
+	if !bytes.Equal(read(), want) {
+		t.Fatal("unlimited reader: first read differs from the source")
+	}
+	wf, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := bytes.Repeat([]byte{0xA5}, 10000)
+	if _, err := wf.WriteAt(patch, 70000); err != nil {
+		t.Fatal(err)
+	}
+	wf.Close()
+	copy(want[70000:], patch)
+	// The kernel's pages are dropped by a notification sent right after the
+	// write; give it a moment to land.
+	deadline := time.Now().Add(5 * time.Second)
+	for !bytes.Equal(read(), want) {
+		if time.Now().After(deadline) {
+			t.Fatal("unlimited reader still sees stale pages 5s after a limited group's write")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestOwner: files and directories created through the mount belong to the
 // calling user, not to root.
 func TestOwner(t *testing.T) {
@@ -316,19 +417,15 @@ func TestOwner(t *testing.T) {
 func TestMmapExec(t *testing.T) {
 	src, mnt, _ := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default rbps=500MiB")}})
 	want := writeRandom(t, filepath.Join(src, "m"), 1<<20+77, 4)
-	f, err := os.Open(filepath.Join(mnt, "m"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := unix.Mmap(int(f.Fd()), 0, len(want), unix.PROT_READ, unix.MAP_SHARED)
+	// The mapping is read by another process: a page fault on a FUSE file
+	// blocks its thread outside the Go scheduler's reach, which must not
+	// happen in the process that serves the mount.
+	out, err := helper("mmap", filepath.Join(mnt, "m")).Output()
 	if err != nil {
 		t.Fatalf("mmap of a direct-I/O file: %v", err)
 	}
-	same := bytes.Equal(b, want)
-	unix.Munmap(b)
-	if !same {
-		t.Fatal("mmap contents differ from the source")
+	if sum := sha256.Sum256(want); strings.TrimSpace(string(out)) != hex.EncodeToString(sum[:]) {
+		t.Fatalf("mmap contents differ from the source: %s", out)
 	}
 	bin, err := os.ReadFile("/bin/true")
 	if err != nil {

@@ -1,0 +1,299 @@
+package stack
+
+import (
+	"bytes"
+	"testing"
+
+	"sluice/throttle"
+)
+
+const (
+	ms  = int64(1e6)
+	sec = int64(1e9)
+	KiB = 1 << 10
+	MiB = 1 << 20
+)
+
+// rig drives a stack on a synthetic clock with an in-memory file: device
+// reads complete when the test says so.
+type rig struct {
+	t      *testing.T
+	s      *Stack
+	now    int64
+	data   []byte
+	wake   int64
+	queued []*IO // started, not yet completed
+	done   []*Request
+}
+
+func newRig(t *testing.T, opts Options, size int) *rig {
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*7 + i/4096)
+	}
+	return &rig{t: t, s: s, data: data, wake: -1}
+}
+
+func (r *rig) take(a Actions) {
+	r.queued = append(r.queued, a.Start...)
+	r.done = append(r.done, a.Done...)
+	r.wake = a.Wake
+}
+
+// completeAll finishes every started device read with the file's bytes.
+func (r *rig) completeAll() {
+	for len(r.queued) > 0 {
+		io := r.queued[0]
+		r.queued = r.queued[1:]
+		buf := make([]byte, io.Len)
+		n := 0
+		if io.Off < int64(len(r.data)) {
+			n = copy(buf, r.data[io.Off:])
+		}
+		r.take(r.s.Complete(r.now, io, buf, int64(n), nil))
+	}
+}
+
+// advance moves the clock to the stack's wake-up time and ticks.
+func (r *rig) advance() bool {
+	if r.wake < 0 {
+		return false
+	}
+	r.now = max(r.now, r.wake)
+	r.take(r.s.Tick(r.now))
+	return true
+}
+
+// read issues a read and runs the clock until it finishes.
+func (r *rig) read(h *Handle, g *throttle.Group, off, n int64) *Request {
+	req := &Request{}
+	r.take(r.s.Read(r.now, h, g, off, n, req))
+	for !req.done {
+		r.completeAll()
+		if req.done {
+			break
+		}
+		if !r.advance() {
+			r.t.Fatalf("read %d@%d never finishes", n, off)
+		}
+	}
+	r.completeAll()
+	buf := make([]byte, n)
+	got := req.CopyTo(buf)
+	start := min(off, int64(len(r.data)))
+	end := min(off+n, int64(len(r.data)))
+	if !bytes.Equal(buf[:got], r.data[start:end]) {
+		r.t.Fatalf("read %d@%d: %d bytes, want %d identical to the file", n, off, got, end-off)
+	}
+	return req
+}
+
+func (r *rig) metrics(name string) GroupMetrics {
+	for _, g := range r.s.Metrics().Groups {
+		if g.Group == name {
+			return g
+		}
+	}
+	r.t.Fatalf("no group %s", name)
+	return GroupMetrics{}
+}
+
+// TestBudgetClampsReadahead: a 4 KiB reader at 1 MiB/s that keeps up with
+// its limit has no credit and reads only what it asks for; with the budget
+// off, it reads whole readahead windows into debt.
+func TestBudgetClampsReadahead(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		noBudget bool
+		wantRA   bool
+	}{{"on", false, false}, {"off", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, Options{NoReadaheadBudget: tc.noBudget}, 4*MiB)
+			r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
+			g := r.s.Group("default")
+			h := &Handle{Ino: 1}
+			for off := int64(0); off < MiB; off += 4 * KiB {
+				r.read(h, g, off, 4*KiB)
+			}
+			m := r.metrics("default")
+			if tc.wantRA != (m.RAIssued > 0) {
+				t.Fatalf("readahead issued %d bytes; want some: %v", m.RAIssued, tc.wantRA)
+			}
+			if !tc.wantRA && m.RIOs != 256 {
+				t.Fatalf("%d device reads for 256 demand reads with no credit", m.RIOs)
+			}
+			// Either way the limit holds: 1 MiB took about 1 s of the group's schedule.
+			if r.now < 900*ms || r.now > 1010*ms {
+				t.Fatalf("1 MiB at 1 MiB/s finished at %v ms", r.now/ms)
+			}
+		})
+	}
+}
+
+// TestBudgetGivesIdleReaderReadahead: a slow reader (idle between reads)
+// banks credit, so its readahead runs ahead within that credit.
+func TestBudgetGivesIdleReaderReadahead(t *testing.T) {
+	r := newRig(t, Options{}, 4*MiB)
+	r.s.SetLimits(0, "default", throttle.Limits{RBPS: 100 * MiB})
+	g := r.s.Group("default")
+	h := &Handle{Ino: 1}
+	for off := int64(0); off < MiB; off += 4 * KiB {
+		r.read(h, g, off, 4*KiB)
+		r.now += ms // the application thinks between reads
+	}
+	m := r.metrics("default")
+	if m.RIOs > 32 {
+		t.Fatalf("%d device reads for 1 MiB of 4 KiB reads with credit: readahead did not run", m.RIOs)
+	}
+	if m.RAUsed < 900*KiB || m.RAWasted != 0 {
+		t.Fatalf("readahead used %d wasted %d", m.RAUsed, m.RAWasted)
+	}
+}
+
+// TestDemandPromotesReadahead: a demand read of pages that a queued
+// readahead will fetch does not wait behind the group's other readahead.
+func TestDemandPromotesReadahead(t *testing.T) {
+	r := newRig(t, Options{NoReadaheadBudget: true}, 8*MiB)
+	r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
+	g := r.s.Group("default")
+	h1, h2 := &Handle{Ino: 1}, &Handle{Ino: 2}
+	r.read(h1, g, 0, 4*KiB) // initial windows {0,4,3}: markers on page 1
+	r.read(h2, g, 0, 4*KiB)
+	// Touching the markers issues asynchronous windows, queued (in debt):
+	// file 2's first, then file 1's.
+	r.take(r.s.Read(r.now, h2, g, 4*KiB, 4*KiB, &Request{}))
+	r.take(r.s.Read(r.now, h1, g, 4*KiB, 4*KiB, &Request{}))
+	ra := r.s.files[1].pages[5].io
+	other := r.s.files[2].pages[5].io
+	if ra == nil || other == nil || ra.started || other.started || ra.Class != throttle.Readahead {
+		t.Fatal("want two queued readahead windows")
+	}
+	dem := &Request{}
+	r.take(r.s.Read(r.now, h1, g, 5*PageSize, 4*KiB, dem))
+	if ra.Class != throttle.Demand {
+		t.Fatalf("queued readahead I/O not promoted: class %v", ra.Class)
+	}
+	for !ra.started {
+		if other.started {
+			t.Fatal("file 2's readahead went before the promoted demand read")
+		}
+		if !r.advance() {
+			t.Fatal("promoted read never starts")
+		}
+	}
+	r.completeAll()
+	if !dem.done {
+		t.Fatal("demand read not finished when its pages arrived")
+	}
+}
+
+// TestCancelWithdraws: an interrupted read's queued demand I/O leaves the
+// queue uncharged, and its pages leave the cache.
+func TestCancelWithdraws(t *testing.T) {
+	r := newRig(t, Options{NoReadahead: true}, 4*MiB)
+	r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
+	g := r.s.Group("default")
+	h := &Handle{Ino: 1}
+	r.read(h, g, 0, MiB) // the group owes 1 s
+	req := &Request{}
+	r.take(r.s.Read(r.now, h, g, MiB, 128*KiB, req))
+	if r.s.queue.Len() != 1 {
+		t.Fatalf("queue holds %d, want the one demand I/O", r.s.queue.Len())
+	}
+	r.take(r.s.Cancel(r.now, req))
+	if r.s.queue.Len() != 0 || req.Err != ErrCanceled {
+		t.Fatalf("after cancel: queue %d, err %v", r.s.queue.Len(), req.Err)
+	}
+	if n := len(r.s.files[1].pages); n != 256 {
+		t.Fatalf("%d pages cached, want only the 256 of the first read", n)
+	}
+	// The next read waits only for the first read's debt: 1 s.
+	r.read(h, g, 2*MiB, 4*KiB)
+	if r.now > sec+ms {
+		t.Fatalf("next read finished at %d ms: the cancelled read was charged", r.now/ms)
+	}
+}
+
+// TestEOFRefund: a window past the end of file reads short; the unread
+// bytes are refunded and nothing past the end is cached.
+func TestEOFRefund(t *testing.T) {
+	r := newRig(t, Options{NoReadaheadBudget: true}, 10000)
+	r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
+	g := r.s.Group("default")
+	h := &Handle{Ino: 1}
+	req := r.read(h, g, 0, 64*KiB)
+	if req.Size() != 10000 {
+		t.Fatalf("read at 0 returned %d bytes, want 10000", req.Size())
+	}
+	if req := r.read(h, g, 20000, 4*KiB); req.Size() != 0 {
+		t.Fatalf("read past the end returned %d bytes", req.Size())
+	}
+	if n := len(r.s.files[1].pages); n != 3 {
+		t.Fatalf("%d pages cached for a 10000-byte file, want 3", n)
+	}
+	m := r.metrics("default")
+	if m.RBytes != 10000 || m.AppRBytes != 10000 {
+		t.Fatalf("device %d, app %d bytes; want 10000 each", m.RBytes, m.AppRBytes)
+	}
+	// Refunds leave the group owing only for 10000 bytes (~9.5 ms), not
+	// for the windows it asked for.
+	if e := r.s.tree.Eligible(r.now, g, throttle.Read); e > 10*ms {
+		t.Fatalf("group eligible at %d ms after reading 10000 bytes at 1 MiB/s", e/ms)
+	}
+}
+
+// TestEvictionCountsWaste: readahead evicted before use is wasted, and the
+// cache stays within its bound.
+func TestEvictionCountsWaste(t *testing.T) {
+	r := newRig(t, Options{CacheBytes: 2 * MiB, NoReadaheadBudget: true}, 64*MiB)
+	g := r.s.Group("default")
+	r.s.SetLimits(0, "default", throttle.Limits{RBPS: 1 << 40})
+	// Many streams each read one page and move on: their readahead windows
+	// are never used, and evicting them is waste.
+	for i := int64(0); i < 1024; i++ {
+		h := &Handle{Ino: 1}
+		r.read(h, g, i*64*KiB, 4*KiB)
+		r.read(h, g, i*64*KiB+4*KiB, 4*KiB) // a sequential miss: a window with readahead
+	}
+	m := r.s.Metrics()
+	if m.CacheBytes > 2*MiB {
+		t.Fatalf("cache holds %d bytes, bound 2 MiB", m.CacheBytes)
+	}
+	d := r.metrics("default")
+	if d.RAWasted == 0 || d.RAWasted > d.RAIssued {
+		t.Fatalf("readahead issued %d, wasted %d", d.RAIssued, d.RAWasted)
+	}
+}
+
+// TestWriteChargesPieces: a 1 MiB write is 8 device writes of 128 KiB and
+// drops the pages it overwrites.
+func TestWriteChargesPieces(t *testing.T) {
+	r := newRig(t, Options{}, MiB)
+	r.s.SetLimits(0, "default", throttle.Limits{WIOPS: 100})
+	g := r.s.Group("default")
+	h := &Handle{Ino: 1}
+	r.s.SetLimits(0, "reader", throttle.Limits{RBPS: 1 << 40})
+	r.read(h, r.s.Group("reader"), 0, 64*KiB)
+	req := &Request{}
+	r.take(r.s.Write(r.now, h, g, 0, MiB, req))
+	for !req.done {
+		if !r.advance() {
+			t.Fatal("write never admitted")
+		}
+	}
+	if r.now != 70*ms {
+		t.Fatalf("8 pieces at 100 IOPS admitted by %d ms, want 70", r.now/ms)
+	}
+	r.take(r.s.Written(r.now, req, MiB))
+	m := r.metrics("default")
+	if m.WIOs != 8 || m.WBytes != MiB || m.AppWBytes != MiB || m.AppWrites != 1 {
+		t.Fatalf("wios %d wbytes %d app %d/%d", m.WIOs, m.WBytes, m.AppWBytes, m.AppWrites)
+	}
+	if n := len(r.s.files[1].pages); n != 0 {
+		t.Fatalf("%d stale pages left after the write", n)
+	}
+}
