@@ -439,6 +439,40 @@ func TestMmapExec(t *testing.T) {
 	}
 }
 
+// TestInterruptedRead: a process killed while its read waits for the
+// throttle goes away (the kernel interrupts the request and sluice answers
+// EINTR), and its queued I/O leaves the queue.
+func TestInterruptedRead(t *testing.T) {
+	src, mnt, f := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default rbps=4KiB")}})
+	writeRandom(t, filepath.Join(src, "big"), 4<<20, 6)
+	cmd := exec.Command("dd", "if="+filepath.Join(mnt, "big"), "of=/dev/null", "bs=1M", "count=4")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no dd: %v", err)
+	}
+	// Wait until the read is queued behind the throttle.
+	deadline := time.Now().Add(10 * time.Second)
+	for f.Engine().Metrics().Queued == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the read never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a killed reader stayed stuck in a throttled read")
+	}
+	for f.Engine().Metrics().Queued != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d I/Os still queued after the reader died", f.Engine().Metrics().Queued)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestSetLimitLive: a limit set on a running mount is in force at once.
 func TestSetLimitLive(t *testing.T) {
 	_, _, f := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default rbps=1MiB")}})
