@@ -27,14 +27,17 @@ type Status struct {
 	// Backing says how backing files are read: direct (O_DIRECT), buffered,
 	// mixed, or none before the first throttled read.
 	Backing string `json:"backing"`
+	// Time is when the figures were taken.
+	Time time.Time `json:"time"`
 	stack.Metrics
 }
 
 // Target is what the server controls.
 type Target interface {
 	Status() Status
-	// Set applies a limit spec such as "default rbps=1MiB".
-	Set(spec string) error
+	// Set applies a limit spec such as "default rbps=1MiB". A non-empty
+	// note is a warning for the user (the change was applied).
+	Set(spec string) (note string, err error)
 }
 
 type request struct {
@@ -44,6 +47,7 @@ type request struct {
 
 type response struct {
 	Error  string  `json:"error,omitempty"`
+	Note   string  `json:"note,omitempty"`
 	Status *Status `json:"status,omitempty"`
 }
 
@@ -139,11 +143,12 @@ func (s *Server) handle(c *net.UnixConn) {
 		st := s.t.Status()
 		enc.Encode(response{Status: &st})
 	case "set":
-		if err := s.t.Set(req.Limit); err != nil {
+		note, err := s.t.Set(req.Limit)
+		if err != nil {
 			enc.Encode(response{Error: err.Error()})
 			return
 		}
-		enc.Encode(response{})
+		enc.Encode(response{Note: note})
 	default:
 		enc.Encode(response{Error: fmt.Sprintf("unknown operation %q", req.Op)})
 	}
@@ -214,13 +219,14 @@ func Stat(mountpoint string) (Status, error) {
 	return *resp.Status, nil
 }
 
-// Set asks the mount at mountpoint to apply a limit spec.
-func Set(mountpoint, spec string) error {
-	_, err := call(mountpoint, request{Op: "set", Limit: spec})
-	return err
+// Set asks the mount at mountpoint to apply a limit spec. It returns the
+// mount's warning, if any, about a change it applied.
+func Set(mountpoint, spec string) (note string, err error) {
+	resp, err := call(mountpoint, request{Op: "set", Limit: spec})
+	return resp.Note, err
 }
 
 // String renders the status as `sluice stat` prints it.
 func (s Status) String() string {
-	return fmt.Sprintf("%s on %s (backing files read %s)\n%s", s.Source, s.Mountpoint, s.Backing, s.Metrics.String())
+	return fmt.Sprintf("%s on %s (backing files read %s) at %s\n%s", s.Source, s.Mountpoint, s.Backing, s.Time.Format(time.RFC3339), s.Metrics.String())
 }

@@ -34,6 +34,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
+	if flags&syscall.O_TRUNC != 0 {
+		n.fsys.eng.Truncated(n.StableAttr().Ino, 0)
+	}
 	return n.wrap(ctx, fh, flags)
 }
 
@@ -48,6 +51,8 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if !ok {
 		return in, fh, 0, 0
 	}
+	// A new file may reuse the inode number of a deleted one.
+	n.fsys.eng.Forget(child.StableAttr().Ino)
 	h, fl, errno := child.wrap(ctx, fh, flags)
 	return in, h, fl, errno
 }

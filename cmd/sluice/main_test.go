@@ -177,6 +177,12 @@ func TestEndToEnd(t *testing.T) {
 	if !strings.Contains(string(out), "default") || !strings.Contains(string(out), "rbps=1MiB wbps=max riops=max wiops=100") {
 		t.Fatalf("stat after set:\n%s", out)
 	}
+	if out, err := sluice("set", mnt, "tenant/a rbps=1MiB").CombinedOutput(); err != nil || !strings.Contains(string(out), `warning: no caller is classified into "tenant/a"`) {
+		t.Fatalf("set on a group no rule reaches: %v\n%s", err, out)
+	}
+	if out, err := sluice("set", mnt, "tenants rbps=1MiB").CombinedOutput(); err != nil || len(out) != 0 {
+		t.Fatalf("set on a rule's parent group: %v\n%s", err, out)
+	}
 	if out, err := sluice("set", mnt, "default rbps=0").CombinedOutput(); err == nil || !strings.Contains(string(out), "use rbps=max") {
 		t.Fatalf("set rbps=0: %v\n%s", err, out)
 	}

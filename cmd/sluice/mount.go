@@ -194,17 +194,34 @@ type target struct {
 func (t target) Status() control.Status {
 	return control.Status{
 		Source: t.opts.Source, Mountpoint: t.opts.Mountpoint,
-		Backing: t.m.Backing(), Metrics: t.m.Engine().Metrics(),
+		Backing: t.m.Backing(), Time: time.Now(), Metrics: t.m.Engine().Metrics(),
 	}
 }
 
-func (t target) Set(spec string) error {
+func (t target) Set(spec string) (string, error) {
 	l, err := group.ParseLimit(spec)
 	if err != nil {
-		return fmt.Errorf("%q: %v", spec, err)
+		return "", fmt.Errorf("%q: %v", spec, err)
 	}
 	t.m.SetLimit(l)
-	return nil
+	if !t.reachable(l.Group) {
+		return fmt.Sprintf("no caller is classified into %q or below it: the mount has no --group rule for it (callers not matched by any rule are in %q)", l.Group, group.Default), nil
+	}
+	return "", nil
+}
+
+// reachable reports whether some caller can be charged to name: it is the
+// default group, a rule's group, or an ancestor of one.
+func (t target) reachable(name string) bool {
+	if name == group.Default {
+		return true
+	}
+	for _, r := range t.opts.Rules {
+		if r.Group == name || strings.HasPrefix(r.Group, name+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // multi is a repeatable string flag.

@@ -82,8 +82,12 @@ func cmdSet(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	for _, spec := range pos[1:] {
-		if err := control.Set(pos[0], spec); err != nil {
+		note, err := control.Set(pos[0], spec)
+		if err != nil {
 			return err
+		}
+		if note != "" {
+			fmt.Fprintf(stderr, "sluice set: warning: %s\n", note)
 		}
 	}
 	return nil
