@@ -5,6 +5,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -48,6 +49,7 @@ type Engine struct {
 	armedAt int64 // when the timer fires; -1 when not armed
 	maxWait time.Duration
 	closed  bool
+	bufs    sync.Pool // *[]byte aligned read buffers of MaxIO bytes
 }
 
 // New returns an engine; see stack.Options for the defaults.
@@ -233,20 +235,34 @@ func (e *Engine) tick() {
 	e.apply(a)
 }
 
-// device performs one device read and reports it to the stack.
+// device performs one device read and reports it to the stack, each page
+// copied out of the aligned read buffer into its own allocation, so the
+// cache's memory bound holds page by page.
 func (e *Engine) device(io_ *stack.IO) {
-	buf := alignedBuf(int(io_.Len))
-	var got int
-	var err error
-	if f, ok := io_.File.(ReaderAt); ok {
+	var pages [][]byte
+	f, ok := io_.File.(ReaderAt)
+	err := errors.New("engine: I/O without a backing file")
+	if ok {
+		buf := e.buffer(int(io_.Len))
+		var got int
 		got, err = readFull(f, buf, io_.Off)
-	} else {
-		err = errors.New("engine: I/O without a backing file")
+		for off := 0; off < got; off += stack.PageSize {
+			pages = append(pages, bytes.Clone(buf[off:min(off+stack.PageSize, got)]))
+		}
+		e.bufs.Put(&buf)
 	}
 	e.mu.Lock()
-	a := e.st.Complete(e.now(), io_, buf, int64(got), err)
+	a := e.st.Complete(e.now(), io_, pages, err)
 	e.mu.Unlock()
 	e.apply(a)
+}
+
+// buffer returns an aligned read buffer of n bytes, reusing pooled ones.
+func (e *Engine) buffer(n int) []byte {
+	if p, ok := e.bufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return alignedBuf(max(n, int(e.st.Options().MaxIO)))[:n]
 }
 
 // readFull reads until buf is full or end of file.
@@ -278,5 +294,5 @@ func alignedBuf(n int) []byte {
 	if r := int(uintptr(unsafe.Pointer(&b[0])) % stack.PageSize); r != 0 {
 		skip = stack.PageSize - r
 	}
-	return b[skip : skip+n : skip+n]
+	return b[skip : skip+n]
 }

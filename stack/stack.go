@@ -261,11 +261,17 @@ func (s *Stack) issue(now int64, h *Handle, g *throttle.Group, f *file, w readah
 	}
 }
 
-// Complete reports that io finished at now with got bytes read into buf
-// (buf[:got] holds them) or with err.
-func (s *Stack) Complete(now int64, io *IO, buf []byte, got int64, err error) Actions {
-	if err != nil {
-		got = 0
+// Complete reports that io finished at now: pages[k] holds the bytes of
+// the I/O's k-th page, shorter than PageSize (or absent) past the end of the
+// file; or the I/O failed with err. The stack keeps the slices in its cache
+// until they are evicted, so each should be a separate allocation (a page
+// that outlives its neighbours then pins nothing else) and must not change.
+func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
+	var got int64
+	if err == nil {
+		for _, b := range pages {
+			got += int64(len(b))
+		}
 	}
 	if got < io.Len {
 		s.tree.Refund(now, io.group, throttle.Read, io.Len-got)
@@ -274,9 +280,10 @@ func (s *Stack) Complete(now int64, io *IO, buf []byte, got int64, err error) Ac
 	for k, p := range io.pages {
 		p.pending = false
 		p.io = nil
-		lo := min(int64(k)*PageSize, got)
-		hi := min(lo+PageSize, got)
-		p.buf = buf[lo:hi:hi]
+		p.buf = nil
+		if err == nil && k < len(pages) {
+			p.buf = pages[k]
+		}
 		live := p.file.pages[p.index] == p
 		switch {
 		case err != nil || len(p.buf) == 0:

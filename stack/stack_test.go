@@ -49,12 +49,11 @@ func (r *rig) completeAll() {
 	for len(r.queued) > 0 {
 		io := r.queued[0]
 		r.queued = r.queued[1:]
-		buf := make([]byte, io.Len)
-		n := 0
-		if io.Off < int64(len(r.data)) {
-			n = copy(buf, r.data[io.Off:])
+		var pages [][]byte
+		for off := io.Off; off < min(io.Off+io.Len, int64(len(r.data))); off += PageSize {
+			pages = append(pages, bytes.Clone(r.data[off:min(off+PageSize, int64(len(r.data)))]))
 		}
-		r.take(r.s.Complete(r.now, io, buf, int64(n), nil))
+		r.take(r.s.Complete(r.now, io, pages, nil))
 	}
 }
 
