@@ -93,6 +93,23 @@ func (e *Engine) SetLimits(path string, l throttle.Limits) {
 	e.apply(a)
 }
 
+// UpdateLimits changes a group's limits to fn of its current ones, in one
+// step: concurrent updates of different keys do not lose each other.
+func (e *Engine) UpdateLimits(path string, fn func(throttle.Limits) throttle.Limits) {
+	e.mu.Lock()
+	l := fn(e.st.Group(path).Limits())
+	a := e.st.SetLimits(e.now(), path, l)
+	e.mu.Unlock()
+	e.apply(a)
+}
+
+// Limited reports whether g or an ancestor has a limit.
+func (e *Engine) Limited(g *throttle.Group) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return g.Limited()
+}
+
 // Metrics returns a snapshot of the stack's figures.
 func (e *Engine) Metrics() stack.Metrics {
 	e.mu.Lock()

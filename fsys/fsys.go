@@ -192,18 +192,19 @@ func (f *FS) Backing() string {
 // SetLimit applies one limit spec live; keys it does not name keep their
 // values.
 func (f *FS) SetLimit(l group.LimitSpec) {
-	g := f.group(l.Group)
-	cur := g.Limits()
-	set := func(dst *int64, v *int64) {
-		if v != nil {
-			*dst = *v
+	f.group(l.Group)
+	f.eng.UpdateLimits(l.Group, func(cur throttle.Limits) throttle.Limits {
+		set := func(dst *int64, v *int64) {
+			if v != nil {
+				*dst = *v
+			}
 		}
-	}
-	set(&cur.RBPS, l.RBPS)
-	set(&cur.WBPS, l.WBPS)
-	set(&cur.RIOPS, l.RIOPS)
-	set(&cur.WIOPS, l.WIOPS)
-	f.eng.SetLimits(l.Group, cur)
+		set(&cur.RBPS, l.RBPS)
+		set(&cur.WBPS, l.WBPS)
+		set(&cur.RIOPS, l.RIOPS)
+		set(&cur.WIOPS, l.WIOPS)
+		return cur
+	})
 }
 
 // group returns the throttle group for name, cached.

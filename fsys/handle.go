@@ -24,8 +24,9 @@ type handle struct {
 	opener *throttle.Group
 	direct bool // opened with FOPEN_DIRECT_IO
 
-	mu sync.Mutex   // guards sh.File
-	sh stack.Handle // per-open state of the stack; used under the engine's lock
+	mu      sync.Mutex
+	reading bool         // holds the node's reader; guarded by mu
+	sh      stack.Handle // per-open state of the stack; used under the engine's lock
 }
 
 var (
@@ -55,7 +56,7 @@ func (h *handle) group(ctx context.Context) *throttle.Group {
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	g := h.group(ctx)
-	if !g.Limited() {
+	if !h.node.fsys.eng.Limited(g) {
 		if len(dest) <= h.node.fsys.spliceMax {
 			// Zero copy: the reply is spliced from the backing file.
 			h.node.fsys.eng.Pass(g, throttle.Read, int64(len(dest)))
@@ -78,19 +79,18 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// ensureReader opens the node's reader for a handle that was opened by a
+// ensureReader holds the node's reader for a handle that was opened by a
 // group without a limit and is now read by one with a limit.
 func (h *handle) ensureReader() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.sh.File != nil {
+	if h.reading {
 		return nil
 	}
-	r, err := h.node.openReader(h.fd)
-	if err != nil {
+	if err := h.node.acquireReader(h.fd); err != nil {
 		return err
 	}
-	h.sh.File = r
+	h.reading = true
 	return nil
 }
 
@@ -100,7 +100,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	ino := h.sh.Ino
 	var n int
 	var err error
-	if !g.Limited() {
+	if !eng.Limited(g) {
 		n, err = syscall.Pwrite(h.fd, data, off)
 		if n > 0 {
 			eng.Pass(g, throttle.Write, int64(n))
@@ -120,8 +120,16 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	return uint32(n), 0
 }
 
-func (h *handle) Release(ctx context.Context) syscall.Errno { return h.lf.Release(ctx) }
-func (h *handle) Flush(ctx context.Context) syscall.Errno   { return h.lf.Flush(ctx) }
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	h.mu.Lock()
+	if h.reading {
+		h.reading = false
+		h.node.releaseReader()
+	}
+	h.mu.Unlock()
+	return h.lf.Release(ctx)
+}
+func (h *handle) Flush(ctx context.Context) syscall.Errno { return h.lf.Flush(ctx) }
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	return h.lf.Fsync(ctx, flags)
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"sluice/engine"
 )
 
 // node is a loopback node whose files are served through the engine.
@@ -17,8 +19,9 @@ type node struct {
 	fs.LoopbackNode
 	fsys *FS
 
-	mu     sync.Mutex
-	reader *os.File // read side of the backing file for throttled reads; O_DIRECT where possible
+	mu      sync.Mutex
+	reader  *os.File // read side of the backing file for throttled reads; O_DIRECT where possible
+	readers int      // handles holding reader open
 }
 
 var (
@@ -26,6 +29,7 @@ var (
 	_ = (fs.NodeCreater)((*node)(nil))
 	_ = (fs.NodeSetattrer)((*node)(nil))
 	_ = (fs.NodeOnForgetter)((*node)(nil))
+	_ = (fs.NodeTmpfiler)((*node)(nil))
 )
 
 // Open opens the backing file as the loopback does and wraps it.
@@ -63,26 +67,39 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		f = h.lf
 	}
 	errno := n.LoopbackNode.Setattr(ctx, f, in, out)
-	if sz, ok := in.GetSize(); ok && errno == 0 {
+	if sz, ok := in.GetSize(); ok {
+		// Even on error: the size may have changed before a later step failed.
 		n.fsys.eng.Truncated(n.StableAttr().Ino, int64(sz))
 	}
 	return errno
 }
 
-// OnForget drops the file's cached pages and closes its reader.
+// Tmpfile creates an unnamed file as the loopback does and wraps it, so
+// O_TMPFILE writes are throttled like any other.
+func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	in, fh, _, errno := n.LoopbackNode.Tmpfile(ctx, flags, mode, out)
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
+	child, ok := in.Operations().(*node)
+	if !ok {
+		return nil, nil, 0, syscall.ENOTSUP
+	}
+	n.fsys.eng.Forget(child.StableAttr().Ino)
+	h, fl, errno := child.wrap(ctx, fh, flags)
+	return in, h, fl, errno
+}
+
+// OnForget drops the file's cached pages.
 func (n *node) OnForget() {
 	n.fsys.eng.Forget(n.StableAttr().Ino)
-	n.mu.Lock()
-	if n.reader != nil {
-		n.reader.Close()
-		n.reader = nil
-	}
-	n.mu.Unlock()
 }
 
 // wrap turns the loopback's file handle into sluice's. Files opened by a
 // group with a limit get FOPEN_DIRECT_IO, so every read and write reaches
-// sluice; others may use the kernel's page cache (or passthrough).
+// sluice; others may use the kernel's page cache, or passthrough for
+// read-only opens when allowed (a passthrough write would change the file
+// behind sluice's cache).
 func (n *node) wrap(ctx context.Context, fh fs.FileHandle, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	lf, ok := fh.(*fs.LoopbackFile)
 	if !ok {
@@ -92,42 +109,76 @@ func (n *node) wrap(ctx context.Context, fh fs.FileHandle, flags uint32) (fs.Fil
 	g, _ := n.fsys.caller(ctx)
 	h := &handle{lf: lf, fd: fd, node: n, opener: g}
 	h.sh.Ino = n.StableAttr().Ino
-	if !g.Limited() {
-		if n.fsys.opts.Passthrough {
+	h.sh.File = n
+	if !n.fsys.eng.Limited(g) {
+		if n.fsys.opts.Passthrough && flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 			return &passHandle{h}, 0, 0
 		}
 		return h, 0, 0
 	}
 	h.direct = true
 	if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
-		r, err := n.openReader(fd)
-		if err != nil {
+		if err := h.ensureReader(); err != nil {
 			return nil, 0, fs.ToErrno(err)
 		}
-		h.sh.File = r
 	}
 	return h, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES, 0
 }
 
-// openReader returns the node's reader, opening it from fd on first use:
-// O_DIRECT when the backing file system allows it, buffered otherwise.
-func (n *node) openReader(fd int) (*os.File, error) {
+// acquireReader makes sure the node's reader is open, from fd on first use:
+// O_DIRECT when the backing file system allows it, buffered otherwise. Each
+// acquire is paired with a releaseReader; the last release closes it.
+func (n *node) acquireReader(fd int) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.reader != nil {
-		return n.reader, nil
-	}
-	path := fmt.Sprintf("/proc/self/fd/%d", fd)
-	rfd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-	if err == nil {
-		n.fsys.directOpens.Add(1)
-	} else {
-		rfd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, err
+	if n.reader == nil {
+		path := fmt.Sprintf("/proc/self/fd/%d", fd)
+		rfd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+		if err == nil {
+			n.fsys.directOpens.Add(1)
+		} else {
+			rfd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			n.fsys.bufferedOpens.Add(1)
 		}
-		n.fsys.bufferedOpens.Add(1)
+		n.reader = os.NewFile(uintptr(rfd), path)
 	}
-	n.reader = os.NewFile(uintptr(rfd), path)
-	return n.reader, nil
+	n.readers++
+	return nil
 }
+
+func (n *node) releaseReader() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.readers--; n.readers == 0 && n.reader != nil {
+		// Reads in flight hold the descriptor until they finish.
+		n.reader.Close()
+		n.reader = nil
+	}
+}
+
+// ReadAt is one pread of the node's reader: the engine's device reads.
+// It never retries a short read (with O_DIRECT a retry would be unaligned).
+// A readahead issued for a file that has since been closed fails with EBADF.
+func (n *node) ReadAt(p []byte, off int64) (int, error) {
+	n.mu.Lock()
+	f := n.reader
+	n.mu.Unlock()
+	if f == nil {
+		return 0, syscall.EBADF
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cnt int
+	var perr error
+	if err := rc.Control(func(fd uintptr) { cnt, perr = unix.Pread(int(fd), p, off) }); err != nil {
+		return 0, err
+	}
+	return max(cnt, 0), perr
+}
+
+var _ engine.ReaderAt = (*node)(nil)

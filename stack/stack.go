@@ -192,9 +192,8 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 		if p.pending {
 			p.waiters = append(p.waiters, r)
 			r.pending++
-			if io := p.io; io != nil && io.Class == throttle.Readahead && !io.started {
-				s.queue.Promote(&io.req)
-				io.Class = throttle.Demand
+			if io := p.io; io != nil && !io.started {
+				s.join(now, io, g)
 			}
 		} else {
 			s.lru.touch(p)
@@ -209,6 +208,29 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 		s.finish(r)
 	}
 	return s.release(now)
+}
+
+// join makes a queued I/O serve a demand read by group g: it becomes a
+// demand I/O, and when another group issued it and g may go sooner, it moves
+// to g's queue and is charged to g. A tenant never waits behind another
+// tenant's budget for pages it needs.
+func (s *Stack) join(now int64, io *IO, g *throttle.Group) {
+	if io.group != g && s.tree.Eligible(now, g, io.Dir) < s.tree.Eligible(now, io.group, io.Dir) {
+		s.queue.Remove(&io.req)
+		io.group = g
+		io.Class = throttle.Demand
+		io.queuedAt = now
+		io.req = throttle.Request{Group: g, Dir: io.Dir, Bytes: io.Len, IOs: 1, Class: throttle.Demand, Value: io}
+		for _, p := range io.pages {
+			p.group = g
+		}
+		s.queue.Push(now, &io.req)
+		return
+	}
+	if io.Class == throttle.Readahead {
+		s.queue.Promote(&io.req)
+		io.Class = throttle.Demand
+	}
 }
 
 // clamp applies the readahead budget to w when the budget is on.
@@ -383,7 +405,11 @@ func (s *Stack) Truncated(ino uint64, size int64) {
 			s.drop(f, idx, idx)
 		}
 	}
-	f.tail = -1
+	if f.tail >= 0 {
+		// A file grown by truncate must not keep its old end.
+		s.drop(f, f.tail, f.tail)
+		f.tail = -1
+	}
 }
 
 // drop removes pages [lo, hi] of f from the cache. Pending pages are

@@ -71,7 +71,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.Var(&o.cache, "cache", "memory bound of sluice's read cache")
 	fs.DurationVar(&o.burst, "burst", o.burst, "idle credit a group may bank, as time at its rate")
 	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request before it is admitted into debt; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
-	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount")
+	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
 	fs.BoolVar(&o.pass, "passthrough", false, "let groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fs.Usage = func() {
@@ -115,6 +115,12 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.burst < 0 {
 		return usagef("--burst %v: must not be negative", o.burst)
+	}
+	if len(opts.Rules) > 0 && !opts.AllowOther {
+		// Without allow_other the kernel keeps every user but the mounting
+		// one out, and rules about other callers could never match.
+		opts.AllowOther = true
+		fmt.Fprintln(stderr, "sluice: --group rules imply --allow-other (other users' access is still checked: default_permissions)")
 	}
 	opts.MaxIO = int64(o.maxIO)
 	opts.Readahead = int64(o.ra)
