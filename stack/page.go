@@ -9,7 +9,21 @@ type file struct {
 	// the file when it was read), or -1. A write anywhere may extend the
 	// file, so Changed drops it.
 	tail int64
+	// eof is the file's size as the last short read found it (at eofAt), or
+	// -1 when unknown. Changes reset it, and gen counts them so a read issued
+	// before a change cannot set a stale eof.
+	eof   int64
+	eofAt int64
+	gen   uint64
 }
+
+// eofTrust is how long a file's end, as a short read found it, is trusted.
+// Within it, reads at or past the end cost no device I/O (an application
+// reading to the end probes once more right away); past it, a writer that
+// appends behind sluice's back is seen again.
+const eofTrust = 100e6
+
+func (f *file) eofKnown(now int64) bool { return f.eof >= 0 && now-f.eofAt < eofTrust }
 
 // Has reports whether page index is in the cache or being read; it is the
 // readahead package's view of the cache.

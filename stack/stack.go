@@ -63,6 +63,7 @@ type IO struct {
 	req      throttle.Request
 	queuedAt int64
 	started  bool
+	gen      uint64   // reads: the file's generation when issued
 	pages    []*page  // reads: the pages this I/O fills, in order
 	write    *Request // writes: the application write this piece belongs to
 }
@@ -155,6 +156,9 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 	first, last := off/PageSize, (off+n-1)/PageSize
 	maxPages := s.opts.Readahead / PageSize
 	for idx := first; idx <= last; {
+		if f.eofKnown(now) && idx*PageSize >= f.eof {
+			break // known end of file: nothing to read
+		}
 		want := last - idx + 1
 		if idx > first {
 			// The kernel moves prev_pos past each page it copies.
@@ -252,7 +256,11 @@ func (s *Stack) clamp(now int64, h *Handle, g *throttle.Group, w readahead.Windo
 func (s *Stack) issue(now int64, h *Handle, g *throttle.Group, f *file, w readahead.Window, dfirst, dlast int64) {
 	maxPages := s.opts.MaxIO / PageSize
 	marker := w.Marker()
-	for i, end := w.Start, w.End(); i < end; {
+	end := w.End()
+	if f.eofKnown(now) {
+		end = min(end, (f.eof+PageSize-1)/PageSize)
+	}
+	for i := w.Start; i < end; {
 		if f.pages[i] != nil {
 			i++
 			continue
@@ -264,7 +272,7 @@ func (s *Stack) issue(now int64, h *Handle, g *throttle.Group, f *file, w readah
 		io := &IO{
 			Dir: throttle.Read, Ino: h.Ino, File: h.File,
 			Off: i * PageSize, Len: (j - i) * PageSize,
-			Class: throttle.Readahead, group: g, queuedAt: now,
+			Class: throttle.Readahead, group: g, queuedAt: now, gen: f.gen,
 		}
 		if i <= dlast && j-1 >= dfirst {
 			io.Class = throttle.Demand
@@ -299,6 +307,9 @@ func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
 		s.tree.Refund(now, io.group, throttle.Read, io.Len-got)
 	}
 	s.each(io.group, func(c *counters) { c.RBytes += got })
+	if f := s.files[io.Ino]; err == nil && got < io.Len && f != nil && f.gen == io.gen {
+		f.eof, f.eofAt = io.Off+got, now
+	}
 	for k, p := range io.pages {
 		p.pending = false
 		p.io = nil
@@ -386,6 +397,7 @@ func (s *Stack) Changed(ino uint64, off, n int64) {
 	if f == nil || n <= 0 {
 		return
 	}
+	f.eof, f.gen = -1, f.gen+1
 	s.drop(f, off/PageSize, (off+n-1)/PageSize)
 	if f.tail >= 0 {
 		s.drop(f, f.tail, f.tail)
@@ -400,6 +412,7 @@ func (s *Stack) Truncated(ino uint64, size int64) {
 	if f == nil {
 		return
 	}
+	f.eof, f.gen = -1, f.gen+1
 	for idx := range f.pages {
 		if idx >= size/PageSize {
 			s.drop(f, idx, idx)
@@ -640,7 +653,7 @@ func (s *Stack) evict() {
 func (s *Stack) file(ino uint64) *file {
 	f := s.files[ino]
 	if f == nil {
-		f = &file{pages: make(map[int64]*page), tail: -1}
+		f = &file{pages: make(map[int64]*page), tail: -1, eof: -1}
 		s.files[ino] = f
 	}
 	return f

@@ -296,3 +296,70 @@ func TestWriteChargesPieces(t *testing.T) {
 		t.Fatalf("%d stale pages left after the write", n)
 	}
 }
+
+// TestTruncateGrowDropsTail: a file grown by truncate is read to its new
+// end, not to the end its cached last page remembers.
+func TestTruncateGrowDropsTail(t *testing.T) {
+	r := newRig(t, Options{}, 5000)
+	r.s.SetLimits(0, "default", throttle.Limits{RBPS: 1 << 40})
+	g := r.s.Group("default")
+	h := &Handle{Ino: 1}
+	if req := r.read(h, g, 0, 64*KiB); req.Size() != 5000 {
+		t.Fatalf("read %d bytes of a 5000-byte file", req.Size())
+	}
+	r.data = append(r.data, make([]byte, 100000-5000)...)
+	r.s.Truncated(1, 100000)
+	if req := r.read(h, g, 0, 64*KiB); req.Size() != 64*KiB {
+		t.Fatalf("after growing to 100000 bytes, a 64 KiB read returned %d", req.Size())
+	}
+}
+
+// TestJoinMovesToFasterGroup: a fast tenant reading pages that a slow
+// tenant's queued read will fetch does not wait out the slow one's debt;
+// the read is charged to the fast tenant.
+func TestJoinMovesToFasterGroup(t *testing.T) {
+	r := newRig(t, Options{NoReadahead: true}, 4*MiB)
+	r.s.SetLimits(0, "slow", throttle.Limits{RBPS: 64 * KiB})
+	r.s.SetLimits(0, "fast", throttle.Limits{RBPS: 1 << 30})
+	slow, fast := r.s.Group("slow"), r.s.Group("fast")
+	h := &Handle{Ino: 1}
+	r.read(h, slow, 0, 128*KiB) // slow owes 2 s
+	queued := &Request{}
+	r.take(r.s.Read(r.now, h, slow, MiB, 4*KiB, queued))
+	if r.s.queue.Len() != 1 {
+		t.Fatal("slow's second read is not queued")
+	}
+	start := r.now
+	r.read(&Handle{Ino: 1}, fast, MiB, 4*KiB)
+	if r.now-start > ms {
+		t.Fatalf("fast tenant waited %d ms behind the slow tenant's debt", (r.now-start)/ms)
+	}
+	if !queued.done {
+		t.Fatal("the slow tenant's read did not finish with the shared page")
+	}
+	if m := r.metrics("fast"); m.RIOs != 1 || m.RBytes != 4*KiB {
+		t.Fatalf("fast charged %d I/Os, %d bytes; want the one it moved", m.RIOs, m.RBytes)
+	}
+}
+
+// TestEOFProbeFree: reading to the end of a small file costs one device
+// I/O, not one more for the read that finds the end; after the end's trust
+// expires, a file grown behind sluice's back is read again.
+func TestEOFProbeFree(t *testing.T) {
+	r := newRig(t, Options{}, 8192)
+	r.s.SetLimits(0, "default", throttle.Limits{RIOPS: 100})
+	g := r.s.Group("default")
+	h := &Handle{Ino: 1}
+	r.read(h, g, 0, 128*KiB)
+	if req := r.read(h, g, 8192, 128*KiB); req.Size() != 0 {
+		t.Fatalf("read at the end returned %d bytes", req.Size())
+	}
+	if m := r.metrics("default"); m.RIOs != 1 {
+		t.Fatalf("%d device reads to read an 8 KiB file to its end, want 1", m.RIOs)
+	}
+	r.data = append(r.data, make([]byte, 4096)...)
+	r.now += 200 * ms
+	if req := r.read(h, g, 8192, 128*KiB); req.Size() != 4096 {
+		t.Fatalf("after the file grew, a read at the old end returned %d bytes", req.Size())
+	}
+}
