@@ -490,7 +490,12 @@ func (s *Stack) Cancel(now int64, r *Request) Actions {
 	for _, io := range r.ios {
 		if !io.started {
 			s.queue.Remove(&io.req)
+			continue
 		}
+		// Admitted but never written: give the bytes back. The throttle
+		// refunds bytes only, so the pieces' I/Os stay charged (and counted).
+		s.tree.Refund(now, io.group, throttle.Write, io.Len)
+		s.each(io.group, func(c *counters) { c.WBytes -= io.Len })
 	}
 	for _, p := range r.pages {
 		if !p.pending {

@@ -363,3 +363,23 @@ func TestEOFProbeFree(t *testing.T) {
 		t.Fatalf("after the file grew, a read at the old end returned %d bytes", req.Size())
 	}
 }
+
+// TestCancelWriteRefundsAdmitted: a write interrupted after some of its
+// pieces were admitted gives their bytes back; nothing was written.
+func TestCancelWriteRefundsAdmitted(t *testing.T) {
+	r := newRig(t, Options{}, 0)
+	r.s.SetLimits(0, "default", throttle.Limits{WBPS: MiB})
+	g := r.s.Group("default")
+	req := &Request{}
+	r.take(r.s.Write(r.now, &Handle{Ino: 1}, g, 0, MiB, req)) // piece 1 admitted, owes 125 ms
+	r.now = 300 * ms
+	r.take(r.s.Tick(r.now)) // pieces 2 and 3 admitted (at 125 and 250 ms)
+	r.take(r.s.Cancel(r.now, req))
+	if m := r.metrics("default"); m.WBytes != 0 {
+		t.Fatalf("wbytes %d after cancelling an unwritten write, want 0", m.WBytes)
+	}
+	// The group owes nothing: the next write goes at once.
+	if e := r.s.tree.Eligible(r.now, g, throttle.Write); e > r.now {
+		t.Fatalf("group eligible at %d ms, want now (%d ms)", e/ms, r.now/ms)
+	}
+}
