@@ -485,6 +485,73 @@ func TestInterruptedRead(t *testing.T) {
 	}
 }
 
+// TestTmpfileThrottled: writes to an O_TMPFILE file are charged like any
+// other write.
+func TestTmpfileThrottled(t *testing.T) {
+	_, mnt, f := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default wbps=100MiB")}})
+	fd, err := unix.Open(mnt, unix.O_TMPFILE|unix.O_RDWR, 0o600)
+	if err == unix.EOPNOTSUPP || err == unix.EISDIR {
+		t.Skipf("O_TMPFILE not supported here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Pwrite(fd, make([]byte, 1<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range f.Engine().Metrics().Groups {
+		if g.Group == "default" && (g.WBytes != 1<<20 || g.WIOs != 8) {
+			t.Fatalf("O_TMPFILE write of 1 MiB: wbytes %d wios %d, want 1 MiB in 8 pieces", g.WBytes, g.WIOs)
+		}
+	}
+}
+
+// TestPassthroughReadOnly: with --passthrough, read-only opens of a group
+// without a limit bypass sluice, and writable opens do not (so sluice's
+// cache hears of every write).
+func TestPassthroughReadOnly(t *testing.T) {
+	rules := []group.Rule{{Group: "slow", UID: new(uint32(4321))}}
+	src, mnt, f := mount(t, Options{Passthrough: true, AllowOther: true, Rules: rules,
+		Limits: []group.LimitSpec{limit(t, "slow rbps=100MiB")}})
+	want := writeRandom(t, filepath.Join(src, "f"), 1<<20, 8)
+	got, err := os.ReadFile(filepath.Join(mnt, "f"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read through passthrough: %d bytes, %v", len(got), err)
+	}
+	// A write from the unlimited group through a writable open reaches
+	// sluice, so the limited group's cached copy is dropped.
+	var before []byte
+	runAs(4321, func() { before, err = os.ReadFile(filepath.Join(mnt, "f")) })
+	if err != nil || !bytes.Equal(before, want) {
+		t.Fatalf("limited read: %d bytes, %v", len(before), err)
+	}
+	wf, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := bytes.Repeat([]byte{0x5A}, 5000)
+	if _, err := wf.WriteAt(patch, 4000); err != nil {
+		t.Fatal(err)
+	}
+	wf.Close()
+	copy(want[4000:], patch)
+	var after []byte
+	runAs(4321, func() { after, err = os.ReadFile(filepath.Join(mnt, "f")) })
+	if err != nil || !bytes.Equal(after, want) {
+		t.Fatal("the limited group read stale data after a write by an unlimited group")
+	}
+	var def int64
+	for _, g := range f.Engine().Metrics().Groups {
+		if g.Group == "default" {
+			def = g.AppWBytes
+		}
+	}
+	if def != 5000 {
+		t.Fatalf("default group's writes counted %d bytes, want 5000 (writable opens are not passthrough)", def)
+	}
+}
+
 // TestSetLimitLive: a limit set on a running mount is in force at once.
 func TestSetLimitLive(t *testing.T) {
 	_, _, f := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default rbps=1MiB")}})

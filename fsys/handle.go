@@ -54,6 +54,9 @@ func (h *handle) group(ctx context.Context) *throttle.Group {
 	return g
 }
 
+// Read replies by splicing from the backing file (unthrottled reads that
+// fit a pipe) or with a vector result, which go-fuse writes with writev and
+// never tries to splice.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	g := h.group(ctx)
 	if !h.node.fsys.eng.Limited(g) {
@@ -67,7 +70,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 			return nil, fs.ToErrno(err)
 		}
 		h.node.fsys.eng.Pass(g, throttle.Read, int64(n))
-		return fuse.ReadResultData(dest[:n]), 0
+		return fuse.ReadResultVector([][]byte{dest[:n]}), 0
 	}
 	if err := h.ensureReader(); err != nil {
 		return nil, fs.ToErrno(err)
@@ -76,7 +79,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	if err != nil {
 		return nil, errno(err)
 	}
-	return fuse.ReadResultData(dest[:n]), 0
+	return fuse.ReadResultVector([][]byte{dest[:n]}), 0
 }
 
 // ensureReader holds the node's reader for a handle that was opened by a
