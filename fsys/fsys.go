@@ -40,9 +40,10 @@ type Options struct {
 	// AllowOther lets users other than the mounting one use the mount. The
 	// default is false.
 	AllowOther bool
-	// Passthrough lets files opened by a group with no limit anywhere on
-	// its path use FUSE passthrough (reads and writes go straight to the
-	// backing file in the kernel; sluice only counts opens). The default is
+	// Passthrough lets read-only opens by a group with no limit anywhere
+	// on its path use FUSE passthrough: the kernel reads the backing file
+	// directly and sluice neither sees nor counts those reads. Writable
+	// opens never do, so every write reaches sluice's cache. The default is
 	// false.
 	Passthrough bool
 	// Debug logs every FUSE request. The default is false.
