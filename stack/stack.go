@@ -216,8 +216,8 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 
 // join makes a queued I/O serve a demand read by group g: it becomes a
 // demand I/O, and when another group issued it and g may go sooner, it moves
-// to g's queue and is charged to g. A tenant never waits behind another
-// tenant's budget for pages it needs.
+// to g's queue and is charged to g: a tenant does not wait out another
+// tenant's debt for pages it needs when its own budget lets it go sooner.
 func (s *Stack) join(now int64, io *IO, g *throttle.Group) {
 	if io.group != g && s.tree.Eligible(now, g, io.Dir) < s.tree.Eligible(now, io.group, io.Dir) {
 		s.queue.Remove(&io.req)
