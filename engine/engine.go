@@ -103,13 +103,6 @@ func (e *Engine) UpdateLimits(path string, fn func(throttle.Limits) throttle.Lim
 	e.apply(a)
 }
 
-// Limited reports whether g or an ancestor has a limit.
-func (e *Engine) Limited(g *throttle.Group) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return g.Limited()
-}
-
 // Metrics returns a snapshot of the stack's figures.
 func (e *Engine) Metrics() stack.Metrics {
 	e.mu.Lock()

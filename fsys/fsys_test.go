@@ -140,6 +140,22 @@ func writeRandom(t *testing.T, path string, n int, seed uint64) []byte {
 	return b
 }
 
+// patchFile writes n bytes of b at off through a write-only open of path,
+// and applies the same change to want.
+func patchFile(t *testing.T, path string, want []byte, b byte, n int, off int64) {
+	t.Helper()
+	wf, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wf.Close()
+	patch := bytes.Repeat([]byte{b}, n)
+	if _, err := wf.WriteAt(patch, off); err != nil {
+		t.Fatal(err)
+	}
+	copy(want[off:], patch)
+}
+
 // checkReads reads name through the mount at random offsets and sizes and
 // whole, and compares with want.
 func checkReads(t *testing.T, path string, want []byte, seed uint64) {
@@ -368,16 +384,7 @@ func TestCoherentAcrossGroups(t *testing.T) {
 	if !bytes.Equal(read(), want) {
 		t.Fatal("unlimited reader: first read differs from the source")
 	}
-	wf, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch := bytes.Repeat([]byte{0xA5}, 10000)
-	if _, err := wf.WriteAt(patch, 70000); err != nil {
-		t.Fatal(err)
-	}
-	wf.Close()
-	copy(want[70000:], patch)
+	patchFile(t, filepath.Join(mnt, "f"), want, 0xA5, 10000, 70000)
 	// The kernel's pages are dropped by a notification sent right after the
 	// write; give it a moment to land.
 	deadline := time.Now().Add(5 * time.Second)
@@ -526,16 +533,7 @@ func TestPassthroughReadOnly(t *testing.T) {
 	if err != nil || !bytes.Equal(before, want) {
 		t.Fatalf("limited read: %d bytes, %v", len(before), err)
 	}
-	wf, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch := bytes.Repeat([]byte{0x5A}, 5000)
-	if _, err := wf.WriteAt(patch, 4000); err != nil {
-		t.Fatal(err)
-	}
-	wf.Close()
-	copy(want[4000:], patch)
+	patchFile(t, filepath.Join(mnt, "f"), want, 0x5A, 5000, 4000)
 	var after []byte
 	runAs(4321, func() { after, err = os.ReadFile(filepath.Join(mnt, "f")) })
 	if err != nil || !bytes.Equal(after, want) {

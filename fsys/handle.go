@@ -59,7 +59,7 @@ func (h *handle) group(ctx context.Context) *throttle.Group {
 // never tries to splice.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	g := h.group(ctx)
-	if !h.node.fsys.eng.Limited(g) {
+	if !g.Limited() {
 		if len(dest) <= h.node.fsys.spliceMax {
 			// Zero copy: the reply is spliced from the backing file.
 			h.node.fsys.eng.Pass(g, throttle.Read, int64(len(dest)))
@@ -103,7 +103,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	ino := h.sh.Ino
 	var n int
 	var err error
-	if !eng.Limited(g) {
+	if !g.Limited() {
 		n, err = syscall.Pwrite(h.fd, data, off)
 		if n > 0 {
 			eng.Pass(g, throttle.Write, int64(n))

@@ -110,7 +110,7 @@ func (n *node) wrap(ctx context.Context, fh fs.FileHandle, flags uint32) (fs.Fil
 	h := &handle{lf: lf, fd: fd, node: n, opener: g}
 	h.sh.Ino = n.StableAttr().Ino
 	h.sh.File = n
-	if !n.fsys.eng.Limited(g) {
+	if !g.Limited() {
 		if n.fsys.opts.Passthrough && flags&syscall.O_ACCMODE == syscall.O_RDONLY {
 			return &passHandle{h}, 0, 0
 		}

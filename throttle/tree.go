@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -70,6 +71,10 @@ type Group struct {
 	limits Limits
 	m      [2][2]meter // [Dir][bytes, ios]
 	stat   Stat
+	// limited caches Limited: g or an ancestor has a limit. It is the one
+	// field safe to read without the caller's lock, so a front end can
+	// route a request before taking it.
+	limited atomic.Bool
 }
 
 const (
@@ -113,6 +118,7 @@ func (t *Tree) Group(p string) *Group {
 		up = t.Group(p[:i])
 	}
 	g := &Group{tree: t, path: p, up: up}
+	g.limited.Store(up.limited.Load())
 	t.groups[p] = g
 	return g
 }
@@ -149,8 +155,12 @@ func (g *Group) Stat() Stat { return g.stat }
 
 // Limited reports whether g or any ancestor has a limit in either
 // direction, that is, whether g's I/O needs to pass through the throttle
-// at all.
-func (g *Group) Limited() bool {
+// at all. Unlike the rest of the Tree it is safe to call concurrently with
+// SetLimits; it sees the limits before or after the change.
+func (g *Group) Limited() bool { return g.limited.Load() }
+
+// pathLimited computes Limited from the limits.
+func (g *Group) pathLimited() bool {
 	for x := g; x != nil; x = x.up {
 		if !x.limits.Unlimited() {
 			return true
@@ -195,6 +205,9 @@ func (t *Tree) SetLimits(now int64, path string, l Limits) {
 		g.m[d][dimIOs].setRate(now, l.IOPS(d))
 	}
 	g.limits = l
+	for _, x := range t.groups {
+		x.limited.Store(x.pathLimited())
+	}
 }
 
 func (t *Tree) check(g *Group, d Dir) {
