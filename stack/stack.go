@@ -397,12 +397,8 @@ func (s *Stack) Changed(ino uint64, off, n int64) {
 	if f == nil || n <= 0 {
 		return
 	}
-	f.eof, f.gen = -1, f.gen+1
 	s.drop(f, off/PageSize, (off+n-1)/PageSize)
-	if f.tail >= 0 {
-		s.drop(f, f.tail, f.tail)
-		f.tail = -1
-	}
+	s.forgetEnd(f)
 }
 
 // Truncated drops cached pages of file ino from size on, after a change of
@@ -412,17 +408,23 @@ func (s *Stack) Truncated(ino uint64, size int64) {
 	if f == nil {
 		return
 	}
-	f.eof, f.gen = -1, f.gen+1
 	for idx := range f.pages {
 		if idx >= size/PageSize {
 			s.drop(f, idx, idx)
 		}
 	}
+	s.forgetEnd(f)
+}
+
+// forgetEnd forgets where f ends, after a change that may have moved its
+// end: the partial last page leaves the cache (a grown file must not keep
+// its old end) and reads issued before the change cannot set the end again.
+func (s *Stack) forgetEnd(f *file) {
 	if f.tail >= 0 {
-		// A file grown by truncate must not keep its old end.
 		s.drop(f, f.tail, f.tail)
 		f.tail = -1
 	}
+	f.eof, f.gen = -1, f.gen+1
 }
 
 // drop removes pages [lo, hi] of f from the cache. Pending pages are
