@@ -1,6 +1,6 @@
-// Package fsys is sluice's FUSE front end: a loopback of a source directory
-// whose reads and writes go through the engine, charged to the caller's
-// group. Metadata operations pass through go-fuse's loopback nodes.
+// Package fsys is sluice's FUSE front end: it translates FUSE requests onto
+// a backing tree (package backing), and sends the reads and writes of
+// callers in a limited group through the engine, charged to their group.
 package fsys
 
 import (
@@ -15,10 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"sluice/backing"
 	"sluice/engine"
 	"sluice/group"
 	"sluice/throttle"
@@ -46,6 +46,9 @@ type Options struct {
 	// opens never do, so every write reaches sluice's cache. The default is
 	// false.
 	Passthrough bool
+	// MaxOpen bounds the descriptors kept open to reach backing objects
+	// held by file handle (see backing.LocalOptions). The default is 1024.
+	MaxOpen int
 	// Debug logs every FUSE request. The default is false.
 	Debug bool
 }
@@ -54,12 +57,18 @@ type Options struct {
 type FS struct {
 	opts     Options
 	eng      *engine.Engine
+	tree     *backing.Local
 	resolver *group.Resolver
 	server   *fuse.Server
 	epoch    time.Time
 
-	mu     sync.Mutex
-	groups map[string]*throttle.Group
+	mu      sync.Mutex
+	groups  map[string]*throttle.Group
+	nodes   map[backing.ID]*node
+	handles map[uint64]*handle
+	dirs    map[uint64]*dirHandle
+	nextFh  uint64
+	suppl   map[uint32]supplEntry // caller tid -> supplementary groups
 
 	// spliceMax is the largest unthrottled read replied by splicing from
 	// the backing file (a pipe must hold the reply); 0 turns splicing off.
@@ -67,6 +76,16 @@ type FS struct {
 
 	directOpens   atomic.Int64 // backing files read with O_DIRECT
 	bufferedOpens atomic.Int64 // backing files read through the page cache
+}
+
+type dirHandle struct {
+	mu  sync.Mutex
+	dir *backing.Dir
+}
+
+type supplEntry struct {
+	groups []uint32
+	at     time.Time
 }
 
 // Mount checks opts, mounts, and returns once the file system serves.
@@ -83,11 +102,24 @@ func Mount(opts Options) (*FS, error) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, fmt.Errorf("FUSE is unavailable: %v (load the fuse module and install fuse3)", err)
 	}
+	raiseNoFile()
 	eng, err := engine.New(opts.Options)
 	if err != nil {
 		return nil, err
 	}
-	f := &FS{opts: opts, eng: eng, epoch: time.Now(), groups: make(map[string]*throttle.Group)}
+	tree, err := backing.NewLocal(opts.Source, backing.LocalOptions{MaxOpen: opts.MaxOpen})
+	if err != nil {
+		eng.Close()
+		return nil, fmt.Errorf("SOURCE %s: %v", opts.Source, err)
+	}
+	f := &FS{
+		opts: opts, eng: eng, tree: tree, epoch: time.Now(),
+		groups:  make(map[string]*throttle.Group),
+		nodes:   make(map[backing.ID]*node),
+		handles: make(map[uint64]*handle),
+		dirs:    make(map[uint64]*dirHandle),
+		suppl:   make(map[uint32]supplEntry),
+	}
 	f.resolver = group.NewResolver(&group.Classifier{Rules: opts.Rules})
 	f.group(group.Default)
 	for _, r := range opts.Rules {
@@ -97,19 +129,6 @@ func Mount(opts Options) (*FS, error) {
 		f.SetLimit(l)
 	}
 
-	root := &fs.LoopbackRoot{Path: opts.Source}
-	var st syscall.Stat_t
-	if err := syscall.Stat(opts.Source, &st); err != nil {
-		return nil, fmt.Errorf("SOURCE %s: %v", opts.Source, err)
-	}
-	root.Dev = uint64(st.Dev)
-	root.NewNode = func(r *fs.LoopbackRoot, parent *fs.Inode, name string, st *syscall.Stat_t) fs.InodeEmbedder {
-		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, fsys: f}
-	}
-	rootNode := root.NewNode(root, nil, "", &st)
-	root.RootNode = rootNode
-
-	one := time.Second
 	mo := fuse.MountOptions{
 		AllowOther:    opts.AllowOther,
 		FsName:        opts.Source,
@@ -118,28 +137,38 @@ func Mount(opts Options) (*FS, error) {
 		MaxReadAhead:  1 << 20,
 		MaxBackground: 64,
 		Debug:         opts.Debug,
+		// The kernel checks every caller's permissions against the modes
+		// and POSIX ACLs sluice reports, for root and non-root mounts alike.
+		Options:   []string{"default_permissions"},
+		EnableAcl: true,
 		// As root, mount(2) directly: no fusermount3 needed.
 		DirectMount: true,
-		// Without CAP_ASYNC_DIO the kernel keeps one direct read and one
-		// direct write in flight per handle.
-		ExtraCapabilities: fuse.CAP_ASYNC_DIO | fuse.CAP_DIRECT_IO_ALLOW_MMAP,
-	}
-	if os.Geteuid() == 0 {
-		mo.Options = append(mo.Options, "default_permissions")
+		// ASYNC_DIO: without it the kernel keeps one direct read and one
+		// direct write in flight per handle. DONT_MASK: the caller's umask
+		// is applied where the object is created, together with default
+		// ACLs. HANDLE_KILLPRIV_V2: writes and truncates by callers without
+		// CAP_FSETID are flagged, and sluice clears set-id bits as SOURCE
+		// would.
+		ExtraCapabilities: fuse.CAP_ASYNC_DIO | fuse.CAP_DIRECT_IO_ALLOW_MMAP |
+			fuse.CAP_DONT_MASK | fuse.CAP_HANDLE_KILLPRIV_V2,
 	}
 	if !opts.Passthrough {
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
-	server, err := fs.Mount(opts.Mountpoint, rootNode, &fs.Options{
-		MountOptions: mo,
-		EntryTimeout: &one,
-		AttrTimeout:  &one,
-	})
+	server, err := fuse.NewServer(&raw{RawFileSystem: fuse.NewDefaultRawFileSystem(), f: f}, opts.Mountpoint, &mo)
 	if err != nil {
+		tree.Close()
 		eng.Close()
 		return nil, fmt.Errorf("mount %s on %s: %w", opts.Source, opts.Mountpoint, err)
 	}
 	f.server = server
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		server.Unmount()
+		tree.Close()
+		eng.Close()
+		return nil, fmt.Errorf("mount %s on %s: %w", opts.Source, opts.Mountpoint, err)
+	}
 	f.spliceMax = pipeMax() - 2*4096
 	// The kernel caps a FUSE mount's readahead at 128KiB; larger windows
 	// that still fit a splice pipe make unthrottled sequential reads cheaper.
@@ -152,10 +181,21 @@ func Mount(opts Options) (*FS, error) {
 	return f, nil
 }
 
+// raiseNoFile raises the soft descriptor limit to the hard one: open
+// files of every tenant are descriptors of this process.
+func raiseNoFile() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}
+
 // Wait blocks until the file system is unmounted.
 func (f *FS) Wait() {
 	f.server.Wait()
 	f.eng.Close()
+	f.tree.Close()
 }
 
 // Unmount unmounts the file system, retrying while it is busy for up to

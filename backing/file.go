@@ -1,0 +1,193 @@
+package backing
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// File is an open backing file. While it is open its object stays
+// reachable even when no name refers to it any more.
+type File struct {
+	fd      int
+	release func()
+}
+
+// Fd is the descriptor of the open file, for splicing and passthrough.
+// It stays valid until Close.
+func (f *File) Fd() int { return f.fd }
+
+// ReadAt is one pread: it may return fewer bytes than asked without an
+// error, and never retries (a retry of an O_DIRECT read would be
+// unaligned).
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	n, err := unix.Pread(f.fd, p, off)
+	return max(n, 0), err
+}
+
+// WriteAt writes all of p at off unless an error stops it.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	done := 0
+	for done < len(p) {
+		n, err := unix.Pwrite(f.fd, p[done:], off+int64(done))
+		if n > 0 {
+			done += n
+		}
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		if n == 0 {
+			return done, syscall.EIO
+		}
+	}
+	return done, nil
+}
+
+// Stat returns the open file's attributes.
+func (f *File) Stat() (syscall.Stat_t, error) {
+	var st syscall.Stat_t
+	err := syscall.Fstat(f.fd, &st)
+	return st, err
+}
+
+// Sync flushes the file to stable storage (fdatasync when dataOnly).
+func (f *File) Sync(dataOnly bool) error {
+	if dataOnly {
+		return unix.Fdatasync(f.fd)
+	}
+	return unix.Fsync(f.fd)
+}
+
+// Flush is the backing side of a close(2) of one of the caller's
+// descriptors: the backing file system sees a close of a duplicate (NFS
+// writes back on close, for instance), and the file stays open.
+func (f *File) Flush() error {
+	nfd, err := unix.Dup(f.fd)
+	if err != nil {
+		return err
+	}
+	return unix.Close(nfd)
+}
+
+// Allocate is fallocate(2).
+func (f *File) Allocate(mode uint32, off, n int64) error {
+	return unix.Fallocate(f.fd, mode, off, n)
+}
+
+// Seek is lseek(2), for SEEK_DATA and SEEK_HOLE.
+func (f *File) Seek(off int64, whence int) (int64, error) {
+	return unix.Seek(f.fd, off, whence)
+}
+
+// Close closes the file.
+func (f *File) Close() error {
+	err := unix.Close(f.fd)
+	f.fd = -1
+	if f.release != nil {
+		f.release()
+		f.release = nil
+	}
+	return err
+}
+
+// Dir is an open directory stream.
+type Dir struct {
+	fd   int
+	buf  []byte
+	n, i int
+	// next is the offset of the entry at i (0 at the start); it is what a
+	// reader passes back to continue after the entries it consumed.
+	next    uint64
+	eof     bool
+	release func()
+}
+
+// DirEntry is one name of a directory.
+type DirEntry struct {
+	Name string
+	Ino  uint64
+	// Mode holds the type bits (S_IFDIR, ...), 0 when unknown.
+	Mode uint32
+	// Off is the offset just after this entry.
+	Off uint64
+}
+
+// Seek moves to offset off, as returned in DirEntry.Off (0 is the start).
+func (d *Dir) Seek(off uint64) error {
+	if off == d.next && (d.i < d.n || d.eof || d.n == 0) {
+		return nil
+	}
+	if _, err := unix.Seek(d.fd, int64(off), 0); err != nil {
+		return err
+	}
+	d.n, d.i, d.next, d.eof = 0, 0, off, false
+	return nil
+}
+
+// Peek returns the entry at the current offset without consuming it; ok
+// is false at the end of the directory.
+func (d *Dir) Peek() (e DirEntry, ok bool, err error) {
+	if d.i >= d.n {
+		if d.eof {
+			return e, false, nil
+		}
+		if d.buf == nil {
+			d.buf = make([]byte, 32<<10)
+		}
+		n, err := unix.Getdents(d.fd, d.buf)
+		if err != nil {
+			return e, false, err
+		}
+		if n == 0 {
+			d.eof = true
+			return e, false, nil
+		}
+		d.n, d.i = n, 0
+	}
+	b := d.buf[d.i:d.n]
+	// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+	e.Ino = le64(b[0:])
+	e.Off = le64(b[8:])
+	reclen := int(b[16]) | int(b[17])<<8
+	e.Mode = uint32(b[18]) << 12
+	name := b[19:reclen]
+	for j, c := range name {
+		if c == 0 {
+			name = name[:j]
+			break
+		}
+	}
+	e.Name = string(name)
+	return e, true, nil
+}
+
+// Advance consumes the entry Peek returned.
+func (d *Dir) Advance() {
+	if d.i >= d.n {
+		return
+	}
+	b := d.buf[d.i:d.n]
+	d.next = le64(b[8:])
+	d.i += int(b[16]) | int(b[17])<<8
+}
+
+// Sync fsyncs the directory.
+func (d *Dir) Sync() error { return unix.Fsync(d.fd) }
+
+// Close closes the stream.
+func (d *Dir) Close() error {
+	err := unix.Close(d.fd)
+	if d.release != nil {
+		d.release()
+		d.release = nil
+	}
+	return err
+}
+
+func le64(b []byte) uint64 {
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}

@@ -1,0 +1,231 @@
+package fsys
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"sluice/backing"
+	"sluice/engine"
+	"sluice/stack"
+	"sluice/throttle"
+)
+
+// node is what the front end keeps of a backing object that has been
+// opened: the reader throttled reads use, what the object looked like at
+// its last open (for close-to-open coherence of sluice's cache), and its
+// passthrough registration.
+type node struct {
+	id   backing.ID
+	fsys *FS
+
+	// rmu guards reader: device reads hold it shared, so the descriptor
+	// is not closed under them.
+	rmu     sync.RWMutex
+	reader  *backing.File // O_DIRECT where the backing file system allows it
+	readers int           // handles holding reader open
+
+	mu        sync.Mutex
+	stamp     stamp
+	backingID int32 // passthrough registration; 0 when none
+	passRefs  int
+}
+
+// stamp is what tells a changed file at open: its modification and change
+// times and its size.
+type stamp struct {
+	mtime, ctime syscall.Timespec
+	size         int64
+}
+
+func stampOf(st *syscall.Stat_t) stamp {
+	return stamp{mtime: st.Mtim, ctime: st.Ctim, size: st.Size}
+}
+
+// revalidate drops sluice's cached pages of the object when it changed
+// since it was last opened (close-to-open coherence, as NFS).
+func (n *node) revalidate(st *syscall.Stat_t) {
+	s := stampOf(st)
+	n.mu.Lock()
+	changed := n.stamp != s
+	n.stamp = s
+	n.mu.Unlock()
+	if changed {
+		n.fsys.eng.Forget(uint64(n.id))
+	}
+}
+
+// acquireReader makes sure the node's reader is open:
+// O_DIRECT when the backing file system allows it, buffered otherwise.
+// Each acquire is paired with a releaseReader; the last release closes it.
+func (n *node) acquireReader() error {
+	n.rmu.Lock()
+	defer n.rmu.Unlock()
+	if n.reader == nil {
+		r, err := n.fsys.tree.Open(n.id, syscall.O_RDONLY|syscall.O_DIRECT)
+		if err == nil {
+			n.fsys.directOpens.Add(1)
+		} else {
+			r, err = n.fsys.tree.Open(n.id, syscall.O_RDONLY)
+			if err != nil {
+				return err
+			}
+			n.fsys.bufferedOpens.Add(1)
+		}
+		n.reader = r
+	}
+	n.readers++
+	return nil
+}
+
+func (n *node) releaseReader() {
+	n.rmu.Lock()
+	defer n.rmu.Unlock()
+	if n.readers--; n.readers == 0 && n.reader != nil {
+		n.reader.Close()
+		n.reader = nil
+	}
+}
+
+// ReadAt is one pread of the node's reader: the engine's device reads. A
+// readahead issued for a file that has since been closed fails with EBADF.
+func (n *node) ReadAt(p []byte, off int64) (int, error) {
+	n.rmu.RLock()
+	defer n.rmu.RUnlock()
+	if n.reader == nil {
+		return 0, syscall.EBADF
+	}
+	return n.reader.ReadAt(p, off)
+}
+
+var _ engine.ReaderAt = (*node)(nil)
+
+// handle is one open file. Reads and writes of callers in a limited group
+// go through the engine; others go straight to the backing file and are
+// only counted.
+type handle struct {
+	file   *backing.File
+	node   *node
+	opener *throttle.Group
+	direct bool // opened with FOPEN_DIRECT_IO
+	pass   bool // registered for passthrough
+
+	mu      sync.Mutex
+	reading bool         // holds the node's reader
+	sh      stack.Handle // per-open state of the stack; used under the engine's lock
+}
+
+// group is the group charged for a request: the caller's, or the opener's
+// when the kernel names no caller (writeback, an invisible pid namespace).
+func (h *handle) group(ctx context.Context) *throttle.Group {
+	g, ok := h.node.fsys.caller(ctx)
+	if !ok {
+		return h.opener
+	}
+	return g
+}
+
+// ensureReader holds the node's reader for a handle that was opened by a
+// group without a limit and is now read by one with a limit.
+func (h *handle) ensureReader() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.reading {
+		return nil
+	}
+	if err := h.node.acquireReader(); err != nil {
+		return err
+	}
+	h.reading = true
+	return nil
+}
+
+func (h *handle) read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	f := h.node.fsys
+	g := h.group(ctx)
+	if !g.Limited() {
+		if len(dest) <= f.spliceMax {
+			// Zero copy: the reply is spliced from the backing file.
+			f.eng.Pass(g, throttle.Read, int64(len(dest)))
+			return fuse.ReadResultFd(uintptr(h.file.Fd()), off, len(dest)), 0
+		}
+		n, err := h.file.ReadAt(dest, off)
+		if err != nil {
+			return nil, errno(err)
+		}
+		f.eng.Pass(g, throttle.Read, int64(n))
+		return fuse.ReadResultVector([][]byte{dest[:n]}), 0
+	}
+	if err := h.ensureReader(); err != nil {
+		return nil, errno(err)
+	}
+	n, err := f.eng.Read(ctx, &h.sh, g, dest, off)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultVector([][]byte{dest[:n]}), 0
+}
+
+func (h *handle) write(ctx context.Context, data []byte, off int64, kill bool) (uint32, syscall.Errno) {
+	f := h.node.fsys
+	if kill {
+		// The caller lacks CAP_FSETID: a write drops the set-id bits, as
+		// on SOURCE.
+		if err := h.file.KillSuidgid(); err != nil {
+			return 0, errno(err)
+		}
+	}
+	g := h.group(ctx)
+	id := uint64(h.node.id)
+	var n int
+	var err error
+	if !g.Limited() {
+		n, err = h.file.WriteAt(data, off)
+		if n > 0 {
+			f.eng.Pass(g, throttle.Write, int64(n))
+			f.eng.Changed(id, off, int64(n))
+		}
+	} else {
+		n, err = f.eng.Write(ctx, &h.sh, g, h.file, data, off)
+	}
+	if n > 0 && h.direct {
+		// Other handles may hold the overwritten range in the kernel's page
+		// cache (unlimited readers, mmap): drop it before the writer's
+		// write() returns, so no reader sees old bytes after that.
+		f.server.InodeNotify(id, off, int64(n))
+	}
+	if err != nil && n <= 0 {
+		return 0, errno(err)
+	}
+	return uint32(n), 0
+}
+
+func (h *handle) release() {
+	h.mu.Lock()
+	if h.reading {
+		h.reading = false
+		h.node.releaseReader()
+	}
+	h.mu.Unlock()
+	if h.pass {
+		h.node.fsys.unregisterPassthrough(h.node)
+	}
+	h.file.Close()
+}
+
+// errno maps an error to the FUSE reply.
+func errno(err error) syscall.Errno {
+	var e syscall.Errno
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, stack.ErrCanceled):
+		return syscall.EINTR
+	}
+	return syscall.EIO
+}

@@ -1,0 +1,176 @@
+package fsys
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"sluice/backing"
+	"sluice/group"
+)
+
+// nodeOf returns the front end's state of backing object id, made on first
+// use.
+func (f *FS) nodeOf(id backing.ID) *node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.nodes[id]
+	if n == nil {
+		n = &node{id: id, fsys: f, stamp: stamp{size: -1}}
+		f.nodes[id] = n
+	}
+	return n
+}
+
+// forgetNode drops what is kept of an object the kernel forgot.
+func (f *FS) forgetNode(id backing.ID) {
+	f.mu.Lock()
+	delete(f.nodes, id)
+	f.mu.Unlock()
+	f.eng.Forget(uint64(id))
+}
+
+func (f *FS) handle(fh uint64) *handle {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.handles[fh]
+}
+
+func (f *FS) dropHandle(fh uint64) *handle {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.handles[fh]
+	delete(f.handles, fh)
+	return h
+}
+
+func (f *FS) addDir(d *dirHandle) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextFh++
+	f.dirs[f.nextFh] = d
+	return f.nextFh
+}
+
+func (f *FS) dir(fh uint64) *dirHandle {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dirs[fh]
+}
+
+func (f *FS) dropDir(fh uint64) *dirHandle {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := f.dirs[fh]
+	delete(f.dirs, fh)
+	return d
+}
+
+// opened makes a handle of a backing file opened (or created) for the
+// caller and fills the open reply. Files opened by a group with a limit
+// get FOPEN_DIRECT_IO, so every read and write reaches sluice; others may
+// use the kernel's page cache, or passthrough for read-only opens when
+// allowed (a passthrough write would change the file behind sluice's
+// cache). On error the file is closed.
+func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flags, openFlags uint32, a *syscall.Stat_t, out *fuse.OpenOut) error {
+	n := f.nodeOf(id)
+	if openFlags&fuse.OPEN_KILL_SUIDGID != 0 && flags&syscall.O_TRUNC != 0 {
+		if err := file.KillSuidgid(); err != nil {
+			file.Close()
+			return err
+		}
+	}
+	if flags&syscall.O_TRUNC != 0 {
+		f.eng.Truncated(uint64(id), 0)
+	}
+	n.revalidate(a)
+	g, _ := f.caller(ctx)
+	h := &handle{file: file, node: n, opener: g}
+	h.sh.Ino = uint64(id)
+	h.sh.File = n
+	switch {
+	case g.Limited():
+		h.direct = true
+		if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
+			if err := h.ensureReader(); err != nil {
+				file.Close()
+				return err
+			}
+		}
+		out.OpenFlags |= fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES
+	case f.opts.Passthrough && flags&syscall.O_ACCMODE == syscall.O_RDONLY:
+		if bid, ok := f.registerPassthrough(n, file); ok {
+			h.pass = true
+			out.BackingID = bid
+			out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
+		}
+	}
+	f.mu.Lock()
+	f.nextFh++
+	out.Fh = f.nextFh
+	f.handles[out.Fh] = h
+	f.mu.Unlock()
+	return nil
+}
+
+// registerPassthrough registers the node's backing file with the kernel
+// for passthrough, once per node while any passthrough handle is open.
+func (f *FS) registerPassthrough(n *node, file *backing.File) (int32, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.backingID == 0 {
+		id, errno := f.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(file.Fd())})
+		if errno != 0 {
+			return 0, false
+		}
+		n.backingID = id
+	}
+	n.passRefs++
+	return n.backingID, true
+}
+
+func (f *FS) unregisterPassthrough(n *node) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.passRefs--; n.passRefs == 0 && n.backingID != 0 {
+		f.server.UnregisterBackingFd(n.backingID)
+		n.backingID = 0
+	}
+}
+
+// supplTTL is how long a caller's supplementary groups are remembered.
+const supplTTL = time.Second
+
+// cred is the caller of a request as the backing tree creates objects for
+// it: fs uid and gid from the kernel, supplementary groups from /proc, and
+// the umask the kernel passed (it applied none itself: DONT_MASK).
+func (f *FS) cred(h *fuse.InHeader, umask uint32) *backing.Cred {
+	c := &backing.Cred{Uid: h.Uid, Gid: h.Gid, Umask: umask & 0o777}
+	if f.server.KernelSettings().Flags64()&fuse.CAP_DONT_MASK == 0 {
+		c.Umask = 0
+	}
+	if h.Pid == 0 {
+		return c
+	}
+	now := time.Now()
+	f.mu.Lock()
+	e, ok := f.suppl[h.Pid]
+	f.mu.Unlock()
+	if !ok || now.Sub(e.at) > supplTTL {
+		gs, err := group.ReadGroups(int32(h.Pid))
+		if err != nil {
+			gs = nil
+		}
+		e = supplEntry{groups: gs, at: now}
+		f.mu.Lock()
+		if len(f.suppl) > 4096 {
+			clear(f.suppl)
+		}
+		f.suppl[h.Pid] = e
+		f.mu.Unlock()
+	}
+	c.Groups = e.groups
+	return c
+}

@@ -1,0 +1,402 @@
+package fsys
+
+import (
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"sluice/backing"
+)
+
+// raw translates FUSE requests onto the backing tree and the engine. Node
+// ids are backing IDs (FUSE's root id is backing.RootID); file handles
+// index the front end's tables.
+type raw struct {
+	fuse.RawFileSystem // ENOSYS for what is not implemented here
+	f                  *FS
+}
+
+// ttl is how long the kernel may trust an entry or attributes without
+// asking again: changes made to SOURCE behind sluice's back are seen after
+// at most this long.
+const ttl = time.Second
+
+func (r *raw) String() string { return "sluice" }
+
+func (r *raw) Init(s *fuse.Server) {}
+
+func ctxOf(cancel <-chan struct{}, h *fuse.InHeader) *fuse.Context {
+	return &fuse.Context{Caller: h.Caller, Cancel: cancel}
+}
+
+func st(err error) fuse.Status { return fuse.Status(errno(err)) }
+
+func fillEntry(out *fuse.EntryOut, e backing.Entry) {
+	out.NodeId = uint64(e.ID)
+	out.Generation = 0 // IDs are never reused
+	out.Attr.FromStat(&e.Attr)
+	out.SetEntryTimeout(ttl)
+	out.SetAttrTimeout(ttl)
+}
+
+func fillAttr(out *fuse.AttrOut, a *syscall.Stat_t) {
+	out.Attr.FromStat(a)
+	out.SetTimeout(ttl)
+}
+
+func (r *raw) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	e, err := r.f.tree.Lookup(backing.ID(h.NodeId), name)
+	if err != nil {
+		return st(err)
+	}
+	fillEntry(out, e)
+	return fuse.OK
+}
+
+func (r *raw) Forget(nodeid, nlookup uint64) {
+	if r.f.tree.Forget(backing.ID(nodeid), nlookup) {
+		r.f.forgetNode(backing.ID(nodeid))
+	}
+}
+
+func (r *raw) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	if in.Flags()&fuse.FUSE_GETATTR_FH != 0 {
+		if h := r.f.handle(in.Fh()); h != nil {
+			a, err := h.file.Stat()
+			if err != nil {
+				return st(err)
+			}
+			fillAttr(out, &a)
+			return fuse.OK
+		}
+	}
+	a, err := r.f.tree.Getattr(backing.ID(in.NodeId))
+	if err != nil {
+		return st(err)
+	}
+	fillAttr(out, &a)
+	return fuse.OK
+}
+
+func (r *raw) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	var set backing.SetAttr
+	var file *backing.File
+	if fh, ok := in.GetFh(); ok {
+		if h := r.f.handle(fh); h != nil {
+			file = h.file
+		}
+	}
+	if m, ok := in.GetMode(); ok {
+		set.Mode = &m
+	}
+	if u, ok := in.GetUID(); ok {
+		set.Uid = &u
+	}
+	if g, ok := in.GetGID(); ok {
+		set.Gid = &g
+	}
+	size, hasSize := in.GetSize()
+	if hasSize {
+		set.Size = &size
+	}
+	set.KillSuidgid = in.Valid&fuse.FATTR_KILL_SUIDGID != 0
+	set.Atime = timeOf(in.Valid, fuse.FATTR_ATIME, fuse.FATTR_ATIME_NOW, in.Atime, in.Atimensec)
+	set.Mtime = timeOf(in.Valid, fuse.FATTR_MTIME, fuse.FATTR_MTIME_NOW, in.Mtime, in.Mtimensec)
+	id := backing.ID(in.NodeId)
+	a, err := r.f.tree.Setattr(id, file, set)
+	if hasSize {
+		// Even on error: the size may have changed before a later step failed.
+		r.f.eng.Truncated(uint64(id), int64(size))
+	}
+	if err != nil {
+		return st(err)
+	}
+	fillAttr(out, &a)
+	return fuse.OK
+}
+
+func timeOf(valid, set, now uint32, sec uint64, nsec uint32) *syscall.Timespec {
+	switch {
+	case valid&set == 0:
+		return nil
+	case valid&now != 0:
+		return &syscall.Timespec{Nsec: utimeNow}
+	}
+	return &syscall.Timespec{Sec: int64(sec), Nsec: int64(nsec)}
+}
+
+const utimeNow = (1 << 30) - 1 // UTIME_NOW
+
+func (r *raw) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	b, err := r.f.tree.Readlink(backing.ID(h.NodeId))
+	return b, st(err)
+}
+
+func (r *raw) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	e, err := r.f.tree.Mknod(r.f.cred(&in.InHeader, in.Umask), backing.ID(in.NodeId), name, in.Mode, in.Rdev)
+	if err != nil {
+		return st(err)
+	}
+	fillEntry(out, e)
+	return fuse.OK
+}
+
+func (r *raw) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	e, err := r.f.tree.Mkdir(r.f.cred(&in.InHeader, in.Umask), backing.ID(in.NodeId), name, in.Mode)
+	if err != nil {
+		return st(err)
+	}
+	fillEntry(out, e)
+	return fuse.OK
+}
+
+func (r *raw) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	e, err := r.f.tree.Symlink(r.f.cred(h, 0), backing.ID(h.NodeId), name, target)
+	if err != nil {
+		return st(err)
+	}
+	fillEntry(out, e)
+	return fuse.OK
+}
+
+func (r *raw) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	e, err := r.f.tree.Link(r.f.cred(&in.InHeader, 0), backing.ID(in.Oldnodeid), backing.ID(in.NodeId), name)
+	if err != nil {
+		return st(err)
+	}
+	fillEntry(out, e)
+	return fuse.OK
+}
+
+func (r *raw) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return st(r.f.tree.Unlink(backing.ID(h.NodeId), name))
+}
+
+func (r *raw) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return st(r.f.tree.Rmdir(backing.ID(h.NodeId), name))
+}
+
+func (r *raw) Rename(cancel <-chan struct{}, in *fuse.RenameIn, name, newName string) fuse.Status {
+	return st(r.f.tree.Rename(backing.ID(in.NodeId), name, backing.ID(in.Newdir), newName, in.Flags))
+}
+
+func (r *raw) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
+	// The kernel checks permissions itself (default_permissions).
+	return fuse.ENOSYS
+}
+
+func (r *raw) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	e, file, err := r.f.tree.Create(r.f.cred(&in.InHeader, in.Umask), backing.ID(in.NodeId), name, in.Flags, in.Mode)
+	if err != nil {
+		return st(err)
+	}
+	fillEntry(&out.EntryOut, e)
+	if err := r.f.opened(ctxOf(cancel, &in.InHeader), e.ID, file, in.Flags, in.OpenFlags, &e.Attr, &out.OpenOut); err != nil {
+		// The kernel holds the new entry only if the reply succeeds.
+		r.Forget(uint64(e.ID), 1)
+		return st(err)
+	}
+	return fuse.OK
+}
+
+func (r *raw) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	e, file, err := r.f.tree.Tmpfile(r.f.cred(&in.InHeader, in.Umask), backing.ID(in.NodeId), in.Flags, in.Mode)
+	if err != nil {
+		return st(err)
+	}
+	fillEntry(&out.EntryOut, e)
+	if err := r.f.opened(ctxOf(cancel, &in.InHeader), e.ID, file, in.Flags, in.OpenFlags, &e.Attr, &out.OpenOut); err != nil {
+		r.Forget(uint64(e.ID), 1)
+		return st(err)
+	}
+	return fuse.OK
+}
+
+func (r *raw) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	id := backing.ID(in.NodeId)
+	file, err := r.f.tree.Open(id, in.Flags)
+	if err != nil {
+		return st(err)
+	}
+	a, err := file.Stat()
+	if err != nil {
+		file.Close()
+		return st(err)
+	}
+	return st(r.f.opened(ctxOf(cancel, &in.InHeader), id, file, in.Flags, in.Mode, &a, out))
+}
+
+func (r *raw) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	h := r.f.handle(in.Fh)
+	if h == nil {
+		return nil, fuse.EBADF
+	}
+	res, e := h.read(ctxOf(cancel, &in.InHeader), buf[:min(len(buf), int(in.Size))], int64(in.Offset))
+	return res, fuse.Status(e)
+}
+
+func (r *raw) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	h := r.f.handle(in.Fh)
+	if h == nil {
+		return 0, fuse.EBADF
+	}
+	n, e := h.write(ctxOf(cancel, &in.InHeader), data, int64(in.Offset), in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0)
+	return n, fuse.Status(e)
+}
+
+func (r *raw) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	h := r.f.handle(in.Fh)
+	if h == nil {
+		return fuse.EBADF
+	}
+	off, err := h.file.Seek(int64(in.Offset), int(in.Whence))
+	if err != nil {
+		return st(err)
+	}
+	out.Offset = uint64(off)
+	return fuse.OK
+}
+
+func (r *raw) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	if h := r.f.dropHandle(in.Fh); h != nil {
+		h.release()
+	}
+}
+
+func (r *raw) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	h := r.f.handle(in.Fh)
+	if h == nil {
+		return fuse.EBADF
+	}
+	return st(h.file.Flush())
+}
+
+func (r *raw) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	h := r.f.handle(in.Fh)
+	if h == nil {
+		return fuse.EBADF
+	}
+	return st(h.file.Sync(in.FsyncFlags&1 != 0))
+}
+
+func (r *raw) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	h := r.f.handle(in.Fh)
+	if h == nil {
+		return fuse.EBADF
+	}
+	err := h.file.Allocate(in.Mode, int64(in.Offset), int64(in.Length))
+	id := uint64(h.node.id)
+	const collapse, insert = 0x08, 0x20 // FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE
+	if in.Mode&(collapse|insert) != 0 {
+		// Everything from the offset on moved: drop it to the end.
+		r.f.eng.Truncated(id, int64(in.Offset))
+	} else {
+		r.f.eng.Changed(id, int64(in.Offset), int64(in.Length))
+	}
+	if h.direct {
+		r.f.server.InodeNotify(id, int64(in.Offset), -1)
+	}
+	return st(err)
+}
+
+func (r *raw) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	d, err := r.f.tree.OpenDir(backing.ID(in.NodeId))
+	if err != nil {
+		return st(err)
+	}
+	out.Fh = r.f.addDir(&dirHandle{dir: d})
+	return fuse.OK
+}
+
+func (r *raw) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return r.readDir(in, out, false)
+}
+
+func (r *raw) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return r.readDir(in, out, true)
+}
+
+func (r *raw) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+	d := r.f.dir(in.Fh)
+	if d == nil {
+		return fuse.EBADF
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.dir.Seek(in.Offset); err != nil {
+		return st(err)
+	}
+	parent := backing.ID(in.NodeId)
+	for {
+		e, ok, err := d.dir.Peek()
+		if err != nil {
+			return st(err)
+		}
+		if !ok {
+			return fuse.OK
+		}
+		de := fuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: e.Mode, Off: e.Off}
+		if !plus {
+			if !out.AddDirEntry(de) {
+				return fuse.OK
+			}
+			d.dir.Advance()
+			continue
+		}
+		eo := out.AddDirLookupEntry(de)
+		if eo == nil {
+			return fuse.OK
+		}
+		d.dir.Advance()
+		if e.Name == "." || e.Name == ".." {
+			continue
+		}
+		if ent, err := r.f.tree.Lookup(parent, e.Name); err == nil {
+			fillEntry(eo, ent)
+		}
+		// A name gone since it was listed stays a bare entry (node id 0),
+		// which the kernel does not instantiate.
+	}
+}
+
+func (r *raw) ReleaseDir(in *fuse.ReleaseIn) {
+	if d := r.f.dropDir(in.Fh); d != nil {
+		d.dir.Close()
+	}
+}
+
+func (r *raw) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	d := r.f.dir(in.Fh)
+	if d == nil {
+		return fuse.EBADF
+	}
+	return st(d.dir.Sync())
+}
+
+func (r *raw) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	s, err := r.f.tree.Statfs(backing.ID(h.NodeId))
+	if err != nil {
+		return st(err)
+	}
+	out.FromStatfsT(&s)
+	return fuse.OK
+}
+
+func (r *raw) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, name string, dest []byte) (uint32, fuse.Status) {
+	n, err := r.f.tree.Getxattr(backing.ID(h.NodeId), name, dest)
+	return uint32(max(n, 0)), st(err)
+}
+
+func (r *raw) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	n, err := r.f.tree.Listxattr(backing.ID(h.NodeId), dest)
+	return uint32(max(n, 0)), st(err)
+}
+
+func (r *raw) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, name string, data []byte) fuse.Status {
+	return st(r.f.tree.Setxattr(backing.ID(in.NodeId), name, data, int(in.Flags)))
+}
+
+func (r *raw) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	return st(r.f.tree.Removexattr(backing.ID(h.NodeId), name))
+}
