@@ -63,6 +63,38 @@ func Dir() string {
 	return fmt.Sprintf("/tmp/sluice-%d", os.Geteuid())
 }
 
+// makeDir creates the socket directory (its parent must exist) and checks
+// it: a real directory, not a symlink, owned by this user, reachable by
+// no one else. A directory planted by another user (say in /tmp) is
+// refused, never used.
+func makeDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("control socket directory %s: %w", dir, err)
+	}
+	return checkDir(dir)
+}
+
+// checkDir verifies that dir is a directory owned by this user with no
+// access for others.
+func checkDir(dir string) error {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("control socket directory %s: %w", dir, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return fmt.Errorf("control socket directory %s is not a directory (a symlink or file is there): remove it", dir)
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("control socket directory %s belongs to uid %d, not to uid %d: refusing to use it (remove it, or set XDG_RUNTIME_DIR)", dir, st.Uid, os.Geteuid())
+	}
+	if st.Mode&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("control socket directory %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
 // SocketPath is the control socket of the mount at mountpoint.
 func SocketPath(mountpoint string) (string, error) {
 	abs, err := filepath.Abs(mountpoint)
@@ -87,11 +119,8 @@ func Listen(mountpoint string, t Target) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("control socket directory: %w", err)
-	}
-	if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("control socket directory: %w", err)
+	if err := makeDir(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		c.Close()
@@ -181,6 +210,12 @@ func call(mountpoint string, req request) (response, error) {
 	path, err := SocketPath(mountpoint)
 	if err != nil {
 		return response{}, err
+	}
+	if _, err := os.Lstat(filepath.Dir(path)); err == nil {
+		// Never talk to a socket in a directory another user controls.
+		if err := checkDir(filepath.Dir(path)); err != nil {
+			return response{}, err
+		}
 	}
 	c, err := net.DialTimeout("unix", path, 5*time.Second)
 	if err != nil {

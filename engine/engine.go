@@ -275,7 +275,11 @@ func (e *Engine) buffer(n int) []byte {
 	return alignedBuf(max(n, int(e.st.Options().MaxIO)))[:n]
 }
 
-// readFull reads until buf is full or end of file.
+// readFull reads until buf is full or end of file: only a read that
+// returns nothing marks the end. A short read in the middle of a file (a
+// network file system may return one) is continued; on an O_DIRECT file
+// the continuation of a read short of a page boundary is refused as
+// unaligned (EINVAL), and there only the end of the file ends a read short.
 func readFull(f ReaderAt, buf []byte, off int64) (int, error) {
 	n := 0
 	for n < len(buf) {
@@ -288,10 +292,10 @@ func readFull(f ReaderAt, buf []byte, off int64) (int, error) {
 			if errors.Is(err, syscall.EINTR) {
 				continue
 			}
+			if errors.Is(err, syscall.EINVAL) && n%stack.PageSize != 0 {
+				return n, nil
+			}
 			return n, err
-		}
-		if m%stack.PageSize != 0 {
-			return n, nil // short of a page: end of file
 		}
 	}
 	return n, nil

@@ -95,6 +95,7 @@ type Stack struct {
 	tree    *throttle.Tree
 	queue   *throttle.Queue
 	files   map[uint64]*file
+	gens    uint64 // file generations handed out: never repeated, so an I/O issued before a file was forgotten or changed cannot touch its successor
 	lru     pageList
 	cached  int64 // valid pages in the LRU
 	limit   int64 // page capacity
@@ -424,7 +425,8 @@ func (s *Stack) forgetEnd(f *file) {
 		s.drop(f, f.tail, f.tail)
 		f.tail = -1
 	}
-	f.eof, f.gen = -1, f.gen+1
+	s.gens++
+	f.eof, f.gen = -1, s.gens
 }
 
 // drop removes pages [lo, hi] of f from the cache. Pending pages are
@@ -660,7 +662,8 @@ func (s *Stack) evict() {
 func (s *Stack) file(ino uint64) *file {
 	f := s.files[ino]
 	if f == nil {
-		f = &file{pages: make(map[int64]*page), tail: -1, eof: -1}
+		s.gens++
+		f = &file{pages: make(map[int64]*page), tail: -1, eof: -1, gen: s.gens}
 		s.files[ino] = f
 	}
 	return f

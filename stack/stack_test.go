@@ -383,3 +383,34 @@ func TestCancelWriteRefundsAdmitted(t *testing.T) {
 		t.Fatalf("group eligible at %d ms, want now (%d ms)", e/ms, r.now/ms)
 	}
 }
+
+// TestStaleCompletionAfterForget: a device read issued before a file was
+// forgotten (its cache dropped because the file changed) and finishing
+// after it cannot set the end of the file that follows.
+func TestStaleCompletionAfterForget(t *testing.T) {
+	r := newRig(t, Options{}, 8192)
+	g := r.s.Group("default")
+	h := &Handle{Ino: 7}
+	req := &Request{}
+	r.take(r.s.Read(r.now, h, g, 0, 128*KiB, req))
+	if len(r.queued) == 0 {
+		t.Fatal("no device read issued")
+	}
+	stale := r.queued
+	r.queued = nil
+	r.s.Forget(7)
+	// The file grew behind the cache; a fresh read must see all of it even
+	// though the stale read below reports the old, shorter end.
+	r.data = append(r.data, make([]byte, 8192)...)
+	// The file is read again, and then the stale read lands.
+	r.read(h, g, 0, 4096)
+	// The stale read of the first 128 KiB finds what the file held when
+	// it was issued: 8 KiB.
+	if stale[0].Off != 0 {
+		t.Fatalf("first device read at %d, want 0", stale[0].Off)
+	}
+	r.take(r.s.Complete(r.now, stale[0], [][]byte{make([]byte, PageSize), make([]byte, PageSize)}, nil))
+	if got := r.read(h, g, 0, 128*KiB).Size(); got != 16384 {
+		t.Fatalf("read after a stale completion: %d bytes, want 16384", got)
+	}
+}
