@@ -48,6 +48,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"mount", "--max-io", "12q", dir, dir}, []string{"-max-io", "12q"}},
 		{[]string{"mount", "--readahead-budget", "maybe", dir, dir}, []string{"-readahead-budget", `"maybe"`, "on or off"}},
 		{[]string{"mount", "--max-wait", "soon", dir, dir}, []string{"--max-wait", `"soon"`, "auto"}},
+		{[]string{"mount", "--max-open", "3", dir, dir}, []string{"--max-open 3", "at least 16"}},
 		{[]string{"mount", dir}, []string{"want SOURCE and MOUNTPOINT"}},
 		{[]string{"mount", "--bogus", dir, dir}, []string{"-bogus"}},
 		{[]string{"set", dir, "default rbps=fast"}, []string{`"fast"`, "rbps"}},

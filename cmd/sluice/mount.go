@@ -38,7 +38,13 @@ in "default". All conditions of one rule must hold; repeat a rule for OR.
   --group 'backup uid=34'          --group 'builds gid=1001'
   --group 'sync comm=rsync'        --group 'svc cgroup=/system.slice/backup.service'
 Group names may be paths (tenants/a): a request is charged to its group and
-every ancestor, and the tightest level governs.
+every ancestor, and the tightest level governs. uid, gid and cgroup are set
+by root (or by whoever may move a process between cgroups); comm is the
+caller's own choice (prctl), a convenience, not a boundary between tenants.
+
+Every caller gets through the mount exactly what its uid gets on SOURCE:
+the kernel checks modes and POSIX ACLs, and new files, directories and
+links are created with the caller's uid, gid, groups and umask.
 
 Flags:
 `
@@ -53,6 +59,7 @@ type mountOpts struct {
 	burst   time.Duration
 	maxWait string
 	allow   bool
+	maxOpen int
 	pass    bool
 	debug   bool
 }
@@ -72,6 +79,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.DurationVar(&o.burst, "burst", o.burst, "idle credit a group may bank, as time at its rate")
 	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request before it is admitted into debt; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
 	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
+	fs.IntVar(&o.maxOpen, "max-open", 1024, "descriptors kept open to reach backing objects held by file handle; objects in use are not counted")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fs.Usage = func() {
@@ -113,6 +121,10 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	if o.ra%4096 != 0 || o.ra > 64<<20 {
 		return usagef("--readahead %s: want 0 (off) or a multiple of 4KiB up to 64MiB", group.FormatSize(int64(o.ra)))
 	}
+	if o.maxOpen < 16 {
+		return usagef("--max-open %d: want at least 16", o.maxOpen)
+	}
+	opts.MaxOpen = o.maxOpen
 	if o.burst < 0 {
 		return usagef("--burst %v: must not be negative", o.burst)
 	}
