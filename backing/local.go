@@ -89,6 +89,11 @@ func NewLocal(dir string, opts LocalOptions) (*Local, error) {
 		mounts: make(map[int]int),
 	}
 	t.lru.prev, t.lru.next = &t.lru, &t.lru
+	if _, mountID, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH); err == nil {
+		if mfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			t.mounts[mountID] = mfd
+		}
+	}
 	root := &inode{id: RootID, key: devIno{st.Dev, st.Ino}, mode: st.Mode & syscall.S_IFMT, fd: fd, refs: 1, uses: 1}
 	t.byID[RootID] = root
 	t.byKey[root.key] = root
@@ -231,15 +236,23 @@ func (t *Local) enter(fd int) (Entry, error) {
 	in := &inode{id: t.nextID, key: k, mode: st.Mode & syscall.S_IFMT, fd: fd, refs: 1}
 	t.nextID++
 	if herr == nil {
-		in.handle, in.htype, in.mountID = bytes.Clone(fh.Bytes()), fh.Type(), mountID
 		if _, ok := t.mounts[mountID]; !ok {
-			mfd, err := unix.Dup(fd)
-			if err != nil {
-				unix.Close(fd)
-				return Entry{}, err
+			// open_by_handle_at takes a real open file of the mount, not
+			// an O_PATH one. Mounts are met at their root, a directory; a
+			// file system reached only through another object is held by
+			// descriptor instead.
+			if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+				if mfd, err := unix.Open(procPath(fd), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+					t.mounts[mountID] = mfd
+				}
 			}
-			t.mounts[mountID] = mfd
 		}
+		if _, ok := t.mounts[mountID]; !ok {
+			herr = syscall.EOPNOTSUPP
+		}
+	}
+	if herr == nil {
+		in.handle, in.htype, in.mountID = bytes.Clone(fh.Bytes()), fh.Type(), mountID
 		t.cached++
 	} else {
 		t.pinned++

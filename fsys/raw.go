@@ -1,6 +1,7 @@
 package fsys
 
 import (
+	"bytes"
 	"syscall"
 	"time"
 
@@ -389,8 +390,39 @@ func (r *raw) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, name string, de
 }
 
 func (r *raw) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
-	n, err := r.f.tree.Listxattr(backing.ID(h.NodeId), dest)
-	return uint32(max(n, 0)), st(err)
+	id := backing.ID(h.NodeId)
+	if h.Uid == 0 {
+		n, err := r.f.tree.Listxattr(id, dest)
+		return uint32(max(n, 0)), st(err)
+	}
+	// sluice lists as root; a caller without CAP_SYS_ADMIN does not see
+	// trusted.* names on SOURCE, so it does not see them here.
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.f.tree.Listxattr(id, buf)
+		if err == syscall.ERANGE && len(buf) < 1<<20 {
+			buf = make([]byte, 4*len(buf))
+			continue
+		}
+		if err != nil {
+			return 0, st(err)
+		}
+		buf = buf[:n]
+		break
+	}
+	var list []byte
+	for name := range bytes.SplitSeq(buf, []byte{0}) {
+		if len(name) > 0 && !bytes.HasPrefix(name, []byte("trusted.")) {
+			list = append(append(list, name...), 0)
+		}
+	}
+	switch {
+	case len(dest) == 0:
+		return uint32(len(list)), fuse.OK
+	case len(dest) < len(list):
+		return 0, fuse.ERANGE
+	}
+	return uint32(copy(dest, list)), fuse.OK
 }
 
 func (r *raw) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, name string, data []byte) fuse.Status {
