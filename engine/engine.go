@@ -38,7 +38,19 @@ type Options struct {
 	// stays exact and no request outlives the kernel's request timeout.
 	// The default, 0, means no cap.
 	MaxWait time.Duration
+	// Dying reports whether the caller of an interrupted request is being
+	// killed. The kernel interrupts a request for any signal, but only a
+	// dying caller must be answered at once (EINTR); a caller that merely
+	// caught a signal (Go's preemption, SIGCHLD, a timer) gets its data, as
+	// from a local file, which a read never fails with EINTR. While a
+	// request waits after an interrupt, Dying is asked again every
+	// DyingPoll. The default, nil, takes every interrupt as fatal.
+	Dying func(ctx context.Context) bool
 }
+
+// DyingPoll is how often a request that was interrupted by a signal the
+// caller survives checks whether its caller is now being killed.
+const DyingPoll = 50 * time.Millisecond
 
 // Engine is the real-time driver of a stack. It is safe for concurrent use.
 type Engine struct {
@@ -48,6 +60,7 @@ type Engine struct {
 	timer   *time.Timer
 	armedAt int64 // when the timer fires; -1 when not armed
 	maxWait time.Duration
+	dying   func(context.Context) bool
 	closed  bool
 	bufs    sync.Pool // *[]byte aligned read buffers of MaxIO bytes
 }
@@ -58,7 +71,7 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{st: st, epoch: time.Now(), armedAt: -1, maxWait: opts.MaxWait}
+	e := &Engine{st: st, epoch: time.Now(), armedAt: -1, maxWait: opts.MaxWait, dying: opts.Dying}
 	e.timer = time.AfterFunc(time.Hour, e.tick)
 	e.timer.Stop()
 	return e, nil
@@ -178,8 +191,9 @@ func (e *Engine) Write(ctx context.Context, h *stack.Handle, g *throttle.Group, 
 	return n, err
 }
 
-// wait blocks until r is done, ctx is cancelled (EINTR) or the wait cap is
-// reached (then r is forced through and waited for).
+// wait blocks until r is done, ctx is cancelled for a caller that is being
+// killed (EINTR), or the wait cap is reached (then r is forced through and
+// waited for).
 func (e *Engine) wait(ctx context.Context, r *stack.Request) error {
 	done := r.Value.(chan struct{})
 	var capC <-chan time.Time
@@ -188,10 +202,34 @@ func (e *Engine) wait(ctx context.Context, r *stack.Request) error {
 		defer t.Stop()
 		capC = t.C
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
+	cancel := ctx.Done()
+	var poll <-chan time.Time
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-cancel:
+			if e.dying != nil && !e.dying(ctx) {
+				// A signal the caller survives: finish the request, and
+				// watch for a fatal one while it waits.
+				cancel = nil
+				t := time.NewTicker(DyingPoll)
+				defer t.Stop()
+				poll = t.C
+				continue
+			}
+		case <-poll:
+			if !e.dying(ctx) {
+				continue
+			}
+		case <-capC:
+			e.mu.Lock()
+			a := e.st.Force(e.now(), r)
+			e.mu.Unlock()
+			e.apply(a)
+			<-done
+			return nil
+		}
 		e.mu.Lock()
 		a := e.st.Cancel(e.now(), r)
 		e.mu.Unlock()
@@ -205,13 +243,6 @@ func (e *Engine) wait(ctx context.Context, r *stack.Request) error {
 		default:
 			return syscall.EINTR
 		}
-	case <-capC:
-		e.mu.Lock()
-		a := e.st.Force(e.now(), r)
-		e.mu.Unlock()
-		e.apply(a)
-		<-done
-		return nil
 	}
 }
 

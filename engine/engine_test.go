@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -324,5 +325,55 @@ func TestWriteInvalidatesCache(t *testing.T) {
 		e.Write(context.Background(), h2, g, f2, more, 9000)
 		want := append(append(small, make([]byte, 3000)...), more...)
 		readAll(t, e, h2, g, want, 8192)
+	})
+}
+
+// TestInterruptSurvivable: an interrupt for a signal the caller survives
+// does not fail its read: the read waits its turn and returns the data. If
+// the caller is then being killed, the read ends with EINTR at the next
+// check.
+func TestInterruptSurvivable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		data := randomData(4*MiB, 6)
+		var killed atomic.Bool
+		e := newEngine(t, Options{
+			Options: stack.Options{NoReadahead: true},
+			Dying:   func(context.Context) bool { return killed.Load() },
+		})
+		e.SetLimits("default", throttle.Limits{RBPS: MiB})
+		g := e.Group("default")
+		h := &stack.Handle{Ino: 1, File: &memFile{data: data}}
+		buf := make([]byte, MiB)
+		if _, err := e.Read(context.Background(), h, g, buf, 0); err != nil {
+			t.Fatal(err) // admitted at once: the group owes 1 s
+		}
+		start := time.Now()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // interrupted before it even waits
+		n, err := e.Read(ctx, h, g, buf, MiB)
+		if err != nil || n != MiB || !bytes.Equal(buf, data[MiB:2*MiB]) {
+			t.Fatalf("read interrupted by a survivable signal: %d bytes, %v; want the data", n, err)
+		}
+		if waited := time.Since(start); waited < 900*time.Millisecond {
+			t.Fatalf("the interrupted read waited %v, want its turn (about 1 s)", waited)
+		}
+
+		errc := make(chan error)
+		go func() {
+			_, err := e.Read(ctx, h, g, buf, 2*MiB)
+			errc <- err
+		}()
+		time.Sleep(300 * time.Millisecond)
+		killed.Store(true)
+		start = time.Now()
+		if err := <-errc; !errors.Is(err, syscall.EINTR) {
+			t.Fatalf("read of a caller being killed: %v, want EINTR", err)
+		}
+		if waited := time.Since(start); waited > DyingPoll {
+			t.Fatalf("the killed caller's read ended %v after the kill, want within %v", waited, DyingPoll)
+		}
+		if q := e.Metrics().Queued; q != 0 {
+			t.Fatalf("%d I/Os still queued after the kill", q)
+		}
 	})
 }

@@ -103,7 +103,11 @@ func Mount(opts Options) (*FS, error) {
 		return nil, fmt.Errorf("FUSE is unavailable: %v (load the fuse module and install fuse3)", err)
 	}
 	raiseNoFile()
-	eng, err := engine.New(opts.Options)
+	eopts := opts.Options
+	if eopts.Dying == nil {
+		eopts.Dying = dying
+	}
+	eng, err := engine.New(eopts)
 	if err != nil {
 		return nil, err
 	}

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sluice/group"
+	"sluice/stack"
 )
 
 // TestMain lets the test binary serve as a helper process for work that
@@ -28,6 +32,8 @@ func TestMain(m *testing.M) {
 		switch os.Getenv("SLUICE_FSYS_HELPER") {
 		case "mmap":
 			os.Exit(mmapSum(os.Args[2]))
+		case "sigread":
+			os.Exit(sigRead(os.Args[2]))
 		case "exec":
 			cmd := exec.Command(os.Args[2])
 			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -46,6 +52,54 @@ func helper(what string, args ...string) *exec.Cmd {
 	cmd.Args = append([]string{os.Args[0], what}, args...)
 	cmd.Env = append(os.Environ(), "SLUICE_FSYS_HELPER="+what)
 	return cmd
+}
+
+// sigRead reads a file with raw pread calls (no retry on EINTR) on one
+// thread while another sends that thread SIGUSR1 every 20 ms, and prints
+// "ok N signals" or the error.
+func sigRead(path string) int {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGUSR1)
+	runtime.LockOSThread()
+	tid := unix.Gettid()
+	done := make(chan struct{})
+	sent := make(chan int)
+	go func() {
+		n := 0
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				sent <- n
+				return
+			case <-tick.C:
+				if unix.Tgkill(os.Getpid(), tid, syscall.SIGUSR1) == nil {
+					n++
+				}
+			}
+		}
+	}()
+	fd, err := unix.Open(path, unix.O_RDONLY, 0)
+	if err != nil {
+		fmt.Println("err", err)
+		return 1
+	}
+	buf := make([]byte, 1<<20)
+	total := 0
+	for {
+		n, err := unix.Pread(fd, buf, int64(total))
+		if err != nil {
+			fmt.Println("err", err)
+			return 1
+		}
+		if n == 0 {
+			break
+		}
+		total += n
+	}
+	close(done)
+	fmt.Println("ok", total, <-sent)
+	return 0
 }
 
 // mmapSum prints the SHA-256 of a file read through a shared mapping.
@@ -245,15 +299,21 @@ func TestFio(t *testing.T) {
 		t.Skip("skipping: fio is not installed")
 	}
 	_, mnt, _ := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default rbps=500MiB wbps=500MiB")}})
-	out, err := exec.Command("fio", "--name=verify", "--directory="+mnt, "--size=8M", "--bs=64k",
+	// fio leaves its verify state files in its working directory.
+	work := t.TempDir()
+	cmd := exec.Command("fio", "--name=verify", "--directory="+mnt, "--size=8M", "--bs=64k",
 		"--rw=randwrite", "--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--ioengine=psync",
-		"--output-format=terse").CombinedOutput()
+		"--output-format=terse")
+	cmd.Dir = work
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("fio verify failed: %v\n%s", err, out)
 	}
-	out, err = exec.Command("fio", "--name=verify", "--directory="+mnt, "--size=8M", "--bs=64k",
+	cmd = exec.Command("fio", "--name=verify", "--directory="+mnt, "--size=8M", "--bs=64k",
 		"--rw=read", "--verify=crc32c", "--verify_only", "--verify_fatal=1", "--ioengine=psync",
-		"--output-format=terse").CombinedOutput()
+		"--output-format=terse")
+	cmd.Dir = work
+	out, err = cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("fio verify-only read failed: %v\n%s", err, out)
 	}
@@ -422,10 +482,19 @@ func TestOwner(t *testing.T) {
 		}
 	}
 	// default_permissions: another user cannot write the file (mode 0644).
-	cmd = exec.Command("/bin/sh", "-c", "echo x >> "+mnt+"/file")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 5555, Gid: 5555}}
-	if err := cmd.Run(); err == nil {
-		t.Error("uid 5555 could write a 0644 file of uid 4321: default_permissions not in force")
+	var werr error
+	if err := runAsGroups(5555, 5555, nil, func() {
+		f, err := os.OpenFile(filepath.Join(mnt, "file"), os.O_WRONLY|os.O_APPEND, 0)
+		if err == nil {
+			_, err = f.Write([]byte("x\n"))
+			f.Close()
+		}
+		werr = err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(werr, syscall.EACCES) {
+		t.Errorf("uid 5555 writing a 0644 file of uid 4321 through the mount: %v, want EACCES", werr)
 	}
 }
 
@@ -492,10 +561,11 @@ func TestInterruptedRead(t *testing.T) {
 	}
 }
 
-// TestTmpfileThrottled: writes to an O_TMPFILE file are charged like any
-// other write.
+// TestTmpfileThrottled: writes to an O_TMPFILE file are charged and paced
+// like any other write.
 func TestTmpfileThrottled(t *testing.T) {
-	_, mnt, f := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default wbps=100MiB")}})
+	_, mnt, f := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default wbps=1MiB")}})
+	before := groupMetrics(t, f, "default")
 	fd, err := unix.Open(mnt, unix.O_TMPFILE|unix.O_RDWR, 0o600)
 	if err == unix.EOPNOTSUPP || err == unix.EISDIR {
 		t.Skipf("O_TMPFILE not supported here: %v", err)
@@ -504,14 +574,64 @@ func TestTmpfileThrottled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	if _, err := unix.Pwrite(fd, make([]byte, 1<<20), 0); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range f.Engine().Metrics().Groups {
-		if g.Group == "default" && (g.WBytes != 1<<20 || g.WIOs != 8) {
-			t.Fatalf("O_TMPFILE write of 1 MiB: wbytes %d wios %d, want 1 MiB in 8 pieces", g.WBytes, g.WIOs)
+	for i := 0; i < 2; i++ {
+		if _, err := unix.Pwrite(fd, make([]byte, 1<<20), int64(i)<<20); err != nil {
+			t.Fatal(err)
 		}
 	}
+	after := groupMetrics(t, f, "default")
+	if wb, wi := after.WBytes-before.WBytes, after.WIOs-before.WIOs; wb != 2<<20 || wi != 16 {
+		t.Errorf("O_TMPFILE writes of 2 MiB: wbytes %d wios %d, want 2 MiB in 16 pieces", wb, wi)
+	}
+	// At 1 MiB/s the last 128 KiB piece of the first MiB cannot start
+	// before about 0.87 s, so the pieces together waited at least that long.
+	if waited := time.Duration(after.ThrottledNs - before.ThrottledNs); waited < 500*time.Millisecond {
+		t.Errorf("O_TMPFILE writes of 2 MiB at wbps=1MiB waited %v for the throttle in all, want at least 0.5s: they were not paced", waited)
+	}
+}
+
+// groupMetrics returns the named group's figures, failing the test when
+// the engine has no such group.
+func groupMetrics(t *testing.T, f *FS, name string) stack.GroupMetrics {
+	t.Helper()
+	m := f.Engine().Metrics()
+	for _, g := range m.Groups {
+		if g.Group == name {
+			return g
+		}
+	}
+	t.Fatalf("no group %q in the metrics: %+v", name, m.Groups)
+	return stack.GroupMetrics{}
+}
+
+// parseLimits parses a group's limits as metrics show them into values per
+// key (0 for max), failing on any other form.
+func parseLimits(t *testing.T, s string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, f := range strings.Fields(s) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			t.Fatalf("limits %q: %q is not KEY=VALUE", s, f)
+		}
+		var n int64
+		var err error
+		switch {
+		case v == "max":
+		case k == "rbps" || k == "wbps":
+			n, err = group.ParseSize(v)
+		default:
+			n, err = strconv.ParseInt(v, 10, 64)
+		}
+		if err != nil {
+			t.Fatalf("limits %q: %v", s, err)
+		}
+		if _, dup := out[k]; dup {
+			t.Fatalf("limits %q: %s twice", s, k)
+		}
+		out[k] = n
+	}
+	return out
 }
 
 // TestPassthroughReadOnly: with --passthrough, read-only opens of a group
@@ -550,22 +670,56 @@ func TestPassthroughReadOnly(t *testing.T) {
 	}
 }
 
-// TestSetLimitLive: a limit set on a running mount is in force at once.
+// TestSetLimitLive: a limit set on a running mount changes only the keys
+// it names and is in force at once: reads are paced at the new rate.
 func TestSetLimitLive(t *testing.T) {
-	_, _, f := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default rbps=1MiB")}})
-	f.SetLimit(limit(t, "default riops=50"))
-	for _, g := range f.Engine().Metrics().Groups {
-		if g.Group == "default" {
-			if g.Limits != "rbps=1MiB wbps=max riops=50 wiops=max" && !strings.Contains(g.Limits, "riops=50") {
-				t.Fatalf("limits after set: %q", g.Limits)
-			}
-			if !strings.Contains(g.Limits, "rbps=1") {
-				t.Fatalf("set replaced keys it did not name: %q", g.Limits)
-			}
-			return
-		}
+	opts := Options{Limits: []group.LimitSpec{limit(t, "default rbps=1GiB riops=1000")}}
+	opts.NoReadahead = true // one 4 KiB read at a fresh offset is one device I/O
+	src, mnt, f := mount(t, opts)
+	const size = 64 << 20
+	if err := os.WriteFile(filepath.Join(src, "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no default group")
+	if err := os.Truncate(filepath.Join(src, "f"), size); err != nil {
+		t.Fatal(err)
+	}
+
+	f.SetLimit(limit(t, "default riops=20"))
+	got := parseLimits(t, groupMetrics(t, f, "default").Limits)
+	want := map[string]int64{"rbps": 1 << 30, "wbps": 0, "riops": 20, "wiops": 0}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("limits after setting riops=20 on rbps=1GiB riops=1000: %v, want %v (0 is max)", got, want)
+	}
+
+	fh, err := os.Open(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	pages := rand.New(rand.NewPCG(20, 1000)).Perm(size / 4096)
+	buf := make([]byte, 4096)
+	before := groupMetrics(t, f, "default").RIOs
+	start := time.Now()
+	reads := 0
+	for time.Since(start) < time.Second && reads < len(pages) {
+		if _, err := fh.ReadAt(buf, int64(pages[reads])*4096); err != nil {
+			t.Fatal(err)
+		}
+		reads++
+	}
+	elapsed := time.Since(start).Seconds()
+	rios := groupMetrics(t, f, "default").RIOs - before
+	if rios < int64(reads) {
+		t.Fatalf("%d reads at fresh offsets made %d device reads: the reads did not reach sluice", reads, rios)
+	}
+	// The burst (10ms at 20/s) is less than one I/O; one more may be in
+	// flight when the window closes.
+	if limit := 20*elapsed + 2; float64(rios) > limit {
+		t.Errorf("riops=20 set live: %d device reads in %.2fs (%.0f/s), want at most %.0f", rios, elapsed, float64(rios)/elapsed, limit)
+	}
+	if rate := float64(reads) / elapsed; rate > 100 {
+		t.Errorf("riops=20 set live: the reader achieved %.0f reads/s, near the old limit of 1000, not the new 20", rate)
+	}
 }
 
 // TestMountErrors: a missing source, a file as mount point and a busy mount
@@ -590,5 +744,22 @@ func TestMountErrors(t *testing.T) {
 	_, err := Mount(Options{Source: dir, Mountpoint: mnt})
 	if err == nil || !strings.Contains(err.Error(), "is busy") {
 		t.Errorf("mount on a busy mount point: %v, want 'is busy'", err)
+	}
+}
+
+// TestSignalledRead: a reader that catches signals while its read waits
+// for the throttle gets its data, not EINTR (a read of a local file is
+// never interrupted); only a caller being killed is answered at once
+// (TestInterruptedRead).
+func TestSignalledRead(t *testing.T) {
+	src, mnt, _ := mount(t, Options{Limits: []group.LimitSpec{limit(t, "default rbps=512KiB")}})
+	writeRandom(t, filepath.Join(src, "f"), 1<<20, 11)
+	out, err := helper("sigread", filepath.Join(mnt, "f")).CombinedOutput()
+	var n, signals int
+	if _, serr := fmt.Sscanf(string(out), "ok %d %d", &n, &signals); err != nil || serr != nil || n != 1<<20 {
+		t.Fatalf("signalled reader: %v, %q; want all 1 MiB read", err, out)
+	}
+	if signals < 10 {
+		t.Fatalf("only %d signals reached the reader during its read", signals)
 	}
 }
