@@ -74,9 +74,14 @@ func (f *FS) dropDir(fh uint64) *dirHandle {
 // use the kernel's page cache, or passthrough for read-only opens when
 // allowed (a passthrough write would change the file behind sluice's
 // cache). On error the file is closed.
-func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flags, openFlags uint32, a *syscall.Stat_t, out *fuse.OpenOut) error {
+//
+// kill says the open truncated an existing file for a caller without
+// CAP_FSETID, as root, so the set-id bits must go as they would on SOURCE.
+// (Creation runs as the caller, and the backing file system clears them
+// itself when it truncates an existing file.)
+func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flags uint32, kill bool, a *syscall.Stat_t, out *fuse.OpenOut) error {
 	n := f.nodeOf(id)
-	if openFlags&fuse.OPEN_KILL_SUIDGID != 0 && flags&syscall.O_TRUNC != 0 {
+	if kill {
 		if err := file.KillSuidgid(); err != nil {
 			file.Close()
 			return err

@@ -193,7 +193,7 @@ func (r *raw) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 		return st(err)
 	}
 	fillEntry(&out.EntryOut, e)
-	if err := r.f.opened(ctxOf(cancel, &in.InHeader), e.ID, file, in.Flags, in.OpenFlags, &e.Attr, &out.OpenOut); err != nil {
+	if err := r.f.opened(ctxOf(cancel, &in.InHeader), e.ID, file, in.Flags, false, &e.Attr, &out.OpenOut); err != nil {
 		// The kernel holds the new entry only if the reply succeeds.
 		r.Forget(uint64(e.ID), 1)
 		return st(err)
@@ -207,7 +207,7 @@ func (r *raw) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Creat
 		return st(err)
 	}
 	fillEntry(&out.EntryOut, e)
-	if err := r.f.opened(ctxOf(cancel, &in.InHeader), e.ID, file, in.Flags, in.OpenFlags, &e.Attr, &out.OpenOut); err != nil {
+	if err := r.f.opened(ctxOf(cancel, &in.InHeader), e.ID, file, in.Flags, false, &e.Attr, &out.OpenOut); err != nil {
 		r.Forget(uint64(e.ID), 1)
 		return st(err)
 	}
@@ -225,7 +225,8 @@ func (r *raw) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 		file.Close()
 		return st(err)
 	}
-	return st(r.f.opened(ctxOf(cancel, &in.InHeader), id, file, in.Flags, in.Mode, &a, out))
+	kill := in.Mode&fuse.OPEN_KILL_SUIDGID != 0 && in.Flags&syscall.O_TRUNC != 0
+	return st(r.f.opened(ctxOf(cancel, &in.InHeader), id, file, in.Flags, kill, &a, out))
 }
 
 func (r *raw) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
@@ -285,6 +286,13 @@ func (r *raw) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 	h := r.f.handle(in.Fh)
 	if h == nil {
 		return fuse.EBADF
+	}
+	if in.Uid != 0 {
+		// fallocate drops set-id bits of a caller without CAP_FSETID, as
+		// a write does; sluice allocates as root, so it drops them itself.
+		if err := h.file.KillSuidgid(); err != nil {
+			return st(err)
+		}
 	}
 	err := h.file.Allocate(in.Mode, int64(in.Offset), int64(in.Length))
 	id := uint64(h.node.id)

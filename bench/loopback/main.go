@@ -1,7 +1,7 @@
 // Command loopback mounts a plain go-fuse loopback file system: the
 // baseline the sluice benchmarks compare against.
 //
-//	loopback [-direct-io] [-no-passthrough] SOURCE MOUNTPOINT
+//	loopback [-direct-io] [-no-passthrough] [-timeout D] SOURCE MOUNTPOINT
 //
 // It runs in the foreground and unmounts on SIGINT or SIGTERM.
 package main
@@ -35,8 +35,9 @@ func (n *directNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uin
 func main() {
 	directIO := flag.Bool("direct-io", false, "open files with FOPEN_DIRECT_IO (bypass the kernel page cache)")
 	noPassthrough := flag.Bool("no-passthrough", false, "refuse FUSE passthrough so reads and writes reach this process")
+	timeout := flag.Duration("timeout", 0, "entry and attribute timeout the kernel may cache lookups and attributes for (0: none)")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: %s [-direct-io] [-no-passthrough] SOURCE MOUNTPOINT\n", os.Args[0])
+		fmt.Fprintf(os.Stderr, "usage: %s [-direct-io] [-no-passthrough] [-timeout D] SOURCE MOUNTPOINT\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -57,6 +58,9 @@ func main() {
 	}
 
 	opts := &fs.Options{}
+	if *timeout > 0 {
+		opts.EntryTimeout, opts.AttrTimeout = timeout, timeout
+	}
 	if *noPassthrough {
 		opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
 	}
