@@ -15,103 +15,69 @@ type Cred struct {
 	Uid, Gid uint32
 	// Groups are the caller's supplementary groups.
 	Groups []uint32
-	// Umask is applied by the backing file system to the mode of a new
-	// object (together with any default ACL of its directory). Zero when
-	// the kernel already applied the caller's umask.
+	// Umask is the caller's umask, applied to the mode of a new object
+	// unless its directory has a default ACL (which then decides, as on
+	// SOURCE). Zero when the kernel already applied it.
 	Umask uint32
 }
 
-func (c *Cred) equal(o *Cred) bool {
-	return c.Uid == o.Uid && c.Gid == o.Gid && c.Umask == o.Umask && slices.Equal(c.Groups, o.Groups)
-}
-
-// creds runs functions on a fixed set of OS threads that take on a
-// caller's credentials. Each thread has its own umask (its file-system
-// context is unshared from the process), and sets its fsuid, fsgid and
-// supplementary groups per call, only when they differ from the last
-// call's. The threads never run other goroutines.
+// creds runs functions with a caller's credentials on the calling
+// goroutine's own OS thread: fsuid, fsgid and supplementary groups are
+// per-thread on Linux (x/sys's raw setfsuid, setfsgid and setgroups act on
+// the calling thread only). The thread is locked for the call and gets the
+// process's credentials back before it is unlocked, so no other goroutine
+// ever runs with a caller's identity. A caller with the process's own ids
+// costs nothing.
 type creds struct {
-	work chan credJob
+	uid, gid int
+	groups   []int // the process's own supplementary groups
 }
 
-type credJob struct {
-	c    *Cred
-	fn   func() error
-	done chan error
-}
-
-func newCreds(n int) *creds {
-	p := &creds{work: make(chan credJob)}
-	for range n {
-		go p.worker()
-	}
-	return p
+func newCreds() *creds {
+	gs, _ := unix.Getgroups()
+	return &creds{uid: unix.Geteuid(), gid: unix.Getegid(), groups: gs}
 }
 
 // as runs fn with c's credentials and returns its error.
 func (p *creds) as(c *Cred, fn func() error) error {
-	j := credJob{c: c, fn: fn, done: make(chan error, 1)}
-	p.work <- j
-	return <-j.done
-}
-
-func (p *creds) close() { close(p.work) }
-
-func (p *creds) worker() {
-	// Never unlocked: the thread's credentials and umask are its own, and
-	// it exits with this goroutine.
+	gs := make([]int, len(c.Groups))
+	for i, g := range c.Groups {
+		gs[i] = int(g)
+	}
+	// Supplementary groups decide nothing for root (its capabilities
+	// override them).
+	same := slices.Equal(gs, p.groups) || p.uid == 0 && c.Uid == 0
+	if int(c.Uid) == p.uid && int(c.Gid) == p.gid && same {
+		return fn()
+	}
 	runtime.LockOSThread()
-	if err := unix.Unshare(unix.CLONE_FS); err != nil {
-		// Without a private umask the caller's umask cannot be applied
-		// per thread; fail every job rather than create wrong modes.
-		for j := range p.work {
-			j.done <- err
-		}
-		return
-	}
-	unix.Umask(0)
-	cur := Cred{}
-	groups := []int{}
-	unix.Setgroups(groups)
-	for j := range p.work {
-		if !cur.equal(j.c) {
-			if err := switchTo(&cur, j.c); err != nil {
-				// Back to root so a half-switched thread does no harm.
-				switchTo(&cur, &Cred{})
-				j.done <- err
-				continue
-			}
-		}
-		j.done <- j.fn()
-	}
-	// The thread exits with the goroutine (locked, never unlocked).
-}
-
-// switchTo changes the calling thread's credentials from cur to c. The
-// supplementary groups change first, while the thread still has
-// CAP_SETGID; fsuid and fsgid act on this thread only.
-func switchTo(cur *Cred, c *Cred) error {
-	if !slices.Equal(cur.Groups, c.Groups) {
-		gs := make([]int, len(c.Groups))
-		for i, g := range c.Groups {
-			gs[i] = int(g)
-		}
+	defer runtime.UnlockOSThread()
+	if !same {
+		// Groups change while the thread still has CAP_SETGID, before the
+		// fsuid drops it, and come back after the fsuid returned.
 		if err := unix.Setgroups(gs); err != nil {
 			return err
 		}
-		cur.Groups = slices.Clone(c.Groups)
+		defer unix.Setgroups(p.groups)
 	}
-	if cur.Gid != c.Gid {
-		unix.Setfsgid(int(c.Gid))
-		cur.Gid = c.Gid
+	unix.Setfsgid(int(c.Gid))
+	defer unix.Setfsgid(p.gid)
+	unix.Setfsuid(int(c.Uid))
+	defer unix.Setfsuid(p.uid)
+	return fn()
+}
+
+// createMode is the mode to create an object with in directory pfd so that
+// it ends up as it would for the caller: the umask applies unless the
+// directory has a default ACL, which the backing file system then applies
+// instead (the process's own umask is 0 while a tree serves; see NewLocal).
+func createMode(pfd int, mode, umask uint32) uint32 {
+	if mode&umask&0o777 == 0 {
+		return mode
 	}
-	if cur.Uid != c.Uid {
-		unix.Setfsuid(int(c.Uid))
-		cur.Uid = c.Uid
+	if _, err := unix.Getxattr(procPath(pfd), "system.posix_acl_default", nil); err == nil {
+		return mode // a default ACL decides
 	}
-	if cur.Umask != c.Umask {
-		unix.Umask(int(c.Umask))
-		cur.Umask = c.Umask
-	}
-	return nil
+	// No default ACL (or no way to tell: then the umask, never wider).
+	return mode &^ (umask & 0o777)
 }

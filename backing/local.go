@@ -3,30 +3,28 @@ package backing
 import (
 	"bytes"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // LocalOptions configure a Local tree.
 type LocalOptions struct {
-	// MaxOpen bounds the descriptors the tree keeps open to reach objects
-	// it holds by file handle; objects in use (open files, operations in
-	// progress) are not counted against it and never closed under it. The
-	// default is 1024.
+	// MaxOpen bounds the directory descriptors the tree keeps open between
+	// operations to reach objects it holds by file handle; objects in use
+	// (open files, operations in progress) are not counted against it and
+	// never closed under it. The default is 1024.
 	MaxOpen int
-	// Workers is the number of threads that create objects with callers'
-	// credentials. The default is max(4, 2×GOMAXPROCS).
-	Workers int
 }
 
 // Local is a Tree over a directory. It holds each object by a file handle
-// (name_to_handle_at) and opens it on demand, keeping at most MaxOpen such
-// descriptors; on a file system without file handles it keeps an O_PATH
+// (name_to_handle_at) and opens it on demand for the time of an operation
+// or an open file; it keeps up to MaxOpen directories open between
+// operations. On a file system without file handles it keeps an O_PATH
 // descriptor per object the kernel holds instead (then descriptors grow
 // with the objects in use, as with libfuse's passthrough_hp).
 type Local struct {
@@ -64,13 +62,13 @@ type inode struct {
 
 var _ Tree = (*Local)(nil)
 
-// NewLocal opens dir as a tree.
+// NewLocal opens dir as a tree. It sets the process's umask to 0: a new
+// object's mode is decided per caller (Cred.Umask, default ACLs), and the
+// backing file system must not mask it again.
 func NewLocal(dir string, opts LocalOptions) (*Local, error) {
+	unix.Umask(0)
 	if opts.MaxOpen <= 0 {
 		opts.MaxOpen = 1024
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = max(4, 2*runtime.GOMAXPROCS(0))
 	}
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -97,7 +95,7 @@ func NewLocal(dir string, opts LocalOptions) (*Local, error) {
 	root := &inode{id: RootID, key: devIno{st.Dev, st.Ino}, mode: st.Mode & syscall.S_IFMT, fd: fd, refs: 1, uses: 1}
 	t.byID[RootID] = root
 	t.byKey[root.key] = root
-	t.creds = newCreds(opts.Workers)
+	t.creds = newCreds()
 	return t, nil
 }
 
@@ -115,7 +113,6 @@ func (t *Local) Close() error {
 		unix.Close(fd)
 	}
 	t.mounts = map[int]int{}
-	t.creds.close()
 	return nil
 }
 
@@ -175,7 +172,11 @@ func (t *Local) releaseLocked(in *inode) {
 	if in.handle == nil && !in.forgotten {
 		return // pinned: the descriptor is how the object is held
 	}
-	if in.forgotten {
+	if in.forgotten || in.mode != syscall.S_IFDIR {
+		// Only directories stay open: they are the parents every name
+		// operation starts from. A descriptor of a file would also keep
+		// it, and its blocks, alive after it is deleted behind sluice's
+		// back.
 		t.closeFd(in)
 		return
 	}
@@ -266,6 +267,29 @@ func (t *Local) enter(fd int) (Entry, error) {
 	return Entry{ID: in.id, Attr: st}, nil
 }
 
+// enterHandle records an object by its attributes and file handle, with
+// no descriptor: one is opened from the handle when an operation needs
+// it. ok is false when the handle's mount has no descriptor to open
+// handles with yet; the caller then opens the object and calls enter.
+func (t *Local) enterHandle(st *syscall.Stat_t, fh unix.FileHandle, mountID int) (e Entry, ok bool) {
+	k := devIno{st.Dev, st.Ino}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.mounts[mountID]; !ok {
+		return Entry{}, false
+	}
+	if in := t.byKey[k]; in != nil && !in.forgotten && t.same(in, fh, nil) {
+		in.refs++
+		return Entry{ID: in.id, Attr: *st}, true
+	}
+	in := &inode{id: t.nextID, key: k, mode: st.Mode & syscall.S_IFMT, fd: -1, refs: 1,
+		handle: bytes.Clone(fh.Bytes()), htype: fh.Type(), mountID: mountID}
+	t.nextID++
+	t.byID[in.id] = in
+	t.byKey[k] = in
+	return Entry{ID: in.id, Attr: *st}, true
+}
+
 // same reports whether an object known as in is the one whose handle is
 // fh: an inode number may have been reused by a new object since. An
 // object held by descriptor keeps its inode number from being reused.
@@ -324,12 +348,33 @@ func (t *Local) Lookup(parent ID, name string) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
+	defer t.release(p)
+	// Without opening it: the handle and the attributes, two system calls.
+	fh, mountID, herr := unix.NameToHandleAt(p.fd, name, 0)
+	switch herr {
+	case nil:
+		var st syscall.Stat_t
+		if err := fstatat(p.fd, name, &st); err != nil {
+			return Entry{}, err
+		}
+		if e, ok := t.enterHandle(&st, fh, mountID); ok {
+			return e, nil
+		}
+	case syscall.EOPNOTSUPP, syscall.EOVERFLOW, syscall.EINVAL, syscall.ENOSYS:
+		// No handle for this object: held by descriptor.
+	default:
+		return Entry{}, herr
+	}
 	fd, err := unix.Openat(p.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	t.release(p)
 	if err != nil {
 		return Entry{}, err
 	}
 	return t.enter(fd)
+}
+
+// fstatat is lstat of name in directory dirfd.
+func fstatat(dirfd int, name string, st *syscall.Stat_t) error {
+	return unix.Fstatat(dirfd, name, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW)
 }
 
 func (t *Local) Getattr(id ID) (syscall.Stat_t, error) {
@@ -464,11 +509,15 @@ func (t *Local) create(c *Cred, parent ID, name string, mk func(pfd int) error) 
 }
 
 func (t *Local) Mknod(c *Cred, parent ID, name string, mode, dev uint32) (Entry, error) {
-	return t.create(c, parent, name, func(pfd int) error { return unix.Mknodat(pfd, name, mode, int(dev)) })
+	return t.create(c, parent, name, func(pfd int) error {
+		return unix.Mknodat(pfd, name, createMode(pfd, mode, c.Umask), int(dev))
+	})
 }
 
 func (t *Local) Mkdir(c *Cred, parent ID, name string, mode uint32) (Entry, error) {
-	return t.create(c, parent, name, func(pfd int) error { return unix.Mkdirat(pfd, name, mode) })
+	return t.create(c, parent, name, func(pfd int) error {
+		return unix.Mkdirat(pfd, name, createMode(pfd, mode, c.Umask))
+	})
 }
 
 func (t *Local) Symlink(c *Cred, parent ID, name, target string) (Entry, error) {
@@ -543,7 +592,7 @@ func (t *Local) Create(c *Cred, parent ID, name string, flags, mode uint32) (Ent
 	fd := -1
 	err = t.creds.as(c, func() error {
 		var err error
-		fd, err = unix.Openat(p.fd, name, openFlags(flags)|unix.O_CREAT|unix.O_NOFOLLOW|int(flags&syscall.O_EXCL), mode)
+		fd, err = unix.Openat(p.fd, name, openFlags(flags)|unix.O_CREAT|unix.O_NOFOLLOW|int(flags&syscall.O_EXCL), createMode(p.fd, mode, c.Umask))
 		return err
 	})
 	if err != nil {
@@ -561,7 +610,7 @@ func (t *Local) Tmpfile(c *Cred, parent ID, flags, mode uint32) (Entry, *File, e
 	fd := -1
 	err = t.creds.as(c, func() error {
 		var err error
-		fd, err = unix.Openat(p.fd, ".", openFlags(flags)|unix.O_TMPFILE, mode)
+		fd, err = unix.Openat(p.fd, ".", openFlags(flags)|unix.O_TMPFILE, createMode(p.fd, mode, c.Umask))
 		return err
 	})
 	if err != nil {
@@ -572,6 +621,18 @@ func (t *Local) Tmpfile(c *Cred, parent ID, flags, mode uint32) (Entry, *File, e
 
 // enterOpen enters the object of an open file descriptor and wraps it.
 func (t *Local) enterOpen(fd int) (Entry, *File, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return Entry{}, nil, err
+	}
+	if fh, mountID, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH); err == nil {
+		if e, ok := t.enterHandle(&st, fh, mountID); ok {
+			// The open file keeps the object alive, and its handle reaches
+			// it even once it has no name.
+			return e, &File{fd: fd}, nil
+		}
+	}
 	pfd, err := unix.Open(procPath(fd), unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		unix.Close(fd)

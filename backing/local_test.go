@@ -54,4 +54,23 @@ func TestDescriptorBound(t *testing.T) {
 	if s := tr.Stats(); s.Pinned == 0 && s.Cached > 16 {
 		t.Fatalf("%d descriptors cached, bound 16", s.Cached)
 	}
+	// Directories stay open between operations, up to the bound.
+	for i := range 100 {
+		name := fmt.Sprintf("d%03d", i)
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e, err := tr.Lookup(RootID, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := tr.OpenDir(e.ID)
+		if err != nil {
+			t.Fatalf("opendir %s: %v", name, err)
+		}
+		d.Close()
+	}
+	if s := tr.Stats(); s.Cached != 16 {
+		t.Fatalf("%d directory descriptors cached after opening 100 directories, want the bound, 16", s.Cached)
+	}
 }

@@ -463,7 +463,7 @@ func TestOwner(t *testing.T) {
 	if err := os.Chmod(src, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/bin/sh", "-c", "echo hi > "+mnt+"/file && mkdir "+mnt+"/dir && cat "+mnt+"/file")
+	cmd := exec.Command("/bin/sh", "-c", "umask 022 && echo hi > "+mnt+"/file && mkdir "+mnt+"/dir && cat "+mnt+"/file")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4321, Gid: 4322}}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
