@@ -52,6 +52,15 @@ func (p *creds) as(c *Cred, fn func() error) error {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if c.Uid != 0 {
+		// Quotas and reserved blocks as for the caller.
+		return unprivileged(func() error { return p.switched(c, gs, same, fn) })
+	}
+	return p.switched(c, gs, same, fn)
+}
+
+// switched runs fn with c's ids and groups on the locked calling thread.
+func (p *creds) switched(c *Cred, gs []int, same bool, fn func() error) error {
 	if !same {
 		// Groups change while the thread still has CAP_SETGID, before the
 		// fsuid drops it, and come back after the fsuid returned.
@@ -80,4 +89,31 @@ func createMode(pfd int, mode, umask uint32) uint32 {
 	}
 	// No default ACL (or no way to tell: then the umask, never wider).
 	return mode &^ (umask & 0o777)
+}
+
+// unprivileged runs fn on the calling goroutine's thread without
+// CAP_SYS_RESOURCE, for work done on behalf of a caller who has no such
+// capability: with it, the backing file system would let the caller exceed
+// its disk quota and use the blocks reserved for root. Without root
+// (nothing to drop) fn runs as it is.
+func unprivileged(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fn()
+	}
+	const bit = uint32(1) << (unix.CAP_SYS_RESOURCE % 32)
+	const word = unix.CAP_SYS_RESOURCE / 32
+	if data[word].Effective&bit == 0 {
+		return fn()
+	}
+	drop := data
+	drop[word].Effective &^= bit
+	if err := unix.Capset(&hdr, &drop[0]); err != nil {
+		return err
+	}
+	defer unix.Capset(&hdr, &data[0])
+	return fn()
 }

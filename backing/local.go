@@ -116,6 +116,11 @@ func (t *Local) Close() error {
 	return nil
 }
 
+// As runs fn with c's credentials, as object creation does: for writes
+// that must count against the caller's disk quota and stay out of the
+// blocks the file system reserves for root.
+func (t *Local) As(c *Cred, fn func() error) error { return t.creds.as(c, fn) }
+
 // Stats are a tree's counters.
 type Stats struct {
 	Objects int // objects the kernel holds

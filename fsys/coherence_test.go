@@ -98,6 +98,13 @@ func TestCoherenceSourceChange(t *testing.T) {
 // mount of a directory on it). Skips when loop mounting is not possible.
 func loopExt4(t *testing.T, inodes int) string {
 	t.Helper()
+	return loopFS(t, 8<<20, "-N", strconv.Itoa(inodes))
+}
+
+// loopFS makes an ext4 image of size bytes with mkfs.ext4 args, mounts it
+// on a loop device and returns where; it is unmounted when the test ends.
+func loopFS(t *testing.T, size int64, args ...string) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: mounting a file system on a loop device needs root")
 	}
@@ -118,13 +125,13 @@ func loopExt4(t *testing.T, inodes int) string {
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(img, 8<<20); err != nil {
+	if err := os.Truncate(img, size); err != nil {
 		t.Fatal(err)
 	}
 	// With a journal (the default) ext4 hands out the lowest free inode
 	// number at once; without one it holds back recently deleted ones.
-	if out, err := exec.Command(mkfs, "-q", "-F", "-N", strconv.Itoa(inodes), img).CombinedOutput(); err != nil {
-		t.Fatalf("%s -q -F -N %d %s: %v\n%s", mkfs, inodes, img, err, out)
+	if out, err := exec.Command(mkfs, append(append([]string{"-q", "-F"}, args...), img)...).CombinedOutput(); err != nil {
+		t.Fatalf("%s -q -F %v %s: %v\n%s", mkfs, args, img, err, out)
 	}
 	if out, err := exec.Command("mount", "-t", "ext4", "-o", "loop", img, root).CombinedOutput(); err != nil {
 		t.Skipf("skipping: cannot mount an ext4 image on a loop device: mount -o loop: %v\n%s", err, out)

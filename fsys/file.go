@@ -110,8 +110,9 @@ type handle struct {
 	file   *backing.File
 	node   *node
 	opener *throttle.Group
-	direct bool // opened with FOPEN_DIRECT_IO
-	pass   bool // registered for passthrough
+	cred   *backing.Cred // the opener's, for writeback without a caller
+	direct bool          // opened with FOPEN_DIRECT_IO
+	pass   bool          // registered for passthrough
 
 	mu      sync.Mutex
 	reading bool         // holds the node's reader
@@ -180,16 +181,20 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill bool) (
 	}
 	g := h.group(ctx)
 	id := uint64(h.node.id)
+	var w engine.WriterAt = h.file
+	if c := h.writer(ctx); c.Uid != 0 && f.nearFull() {
+		w = asCaller{f.tree, c, h.file}
+	}
 	var n int
 	var err error
 	if !g.Limited() {
-		n, err = h.file.WriteAt(data, off)
+		n, err = w.WriteAt(data, off)
 		if n > 0 {
 			f.eng.Pass(g, throttle.Write, int64(n))
 			f.eng.Changed(id, off, int64(n))
 		}
 	} else {
-		n, err = f.eng.Write(ctx, &h.sh, g, h.file, data, off)
+		n, err = f.eng.Write(ctx, &h.sh, g, w, data, off)
 	}
 	if n > 0 && h.direct {
 		// Other handles may hold the overwritten range in the kernel's page
@@ -201,6 +206,31 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill bool) (
 		return 0, errno(err)
 	}
 	return uint32(n), 0
+}
+
+// writer is whose write this is: the caller's, or the opener's for
+// writeback the kernel sends without a caller.
+func (h *handle) writer(ctx context.Context) *backing.Cred {
+	if c, ok := fuse.FromContext(ctx); ok && c.Pid != 0 {
+		return h.node.fsys.callerCred(&c.Owner, c.Pid, 0)
+	}
+	return h.cred
+}
+
+// asCaller writes with the caller's credentials, so the backing file
+// system refuses what it would refuse the caller: blocks reserved for root.
+type asCaller struct {
+	tree *backing.Local
+	c    *backing.Cred
+	f    *backing.File
+}
+
+func (a asCaller) WriteAt(p []byte, off int64) (n int, err error) {
+	a.tree.As(a.c, func() error {
+		n, err = a.f.WriteAt(p, off)
+		return nil
+	})
+	return n, err
 }
 
 func (h *handle) release() {

@@ -46,8 +46,8 @@ type Options struct {
 	// opens never do, so every write reaches sluice's cache. The default is
 	// false.
 	Passthrough bool
-	// MaxOpen bounds the descriptors kept open to reach backing objects
-	// held by file handle (see backing.LocalOptions). The default is 1024.
+	// MaxOpen bounds the directories kept open between operations (see
+	// backing.LocalOptions). The default is 1024.
 	MaxOpen int
 	// Debug logs every FUSE request. The default is false.
 	Debug bool
@@ -74,6 +74,9 @@ type FS struct {
 	// the backing file (a pipe must hold the reply); 0 turns splicing off.
 	spliceMax int
 
+	full   atomic.Bool  // SOURCE's file system is nearly full (see nearFull)
+	fullAt atomic.Int64 // when full was checked, Unix ns
+
 	directOpens   atomic.Int64 // backing files read with O_DIRECT
 	bufferedOpens atomic.Int64 // backing files read through the page cache
 }
@@ -88,7 +91,9 @@ type supplEntry struct {
 	at     time.Time
 }
 
-// Mount checks opts, mounts, and returns once the file system serves.
+// Mount checks opts, mounts, and returns once the file system serves. It
+// sets the process's umask to 0 (each caller's own umask is applied to what
+// it creates) and raises its soft descriptor limit to the hard one.
 func Mount(opts Options) (*FS, error) {
 	if err := checkDir("SOURCE", opts.Source); err != nil {
 		return nil, err

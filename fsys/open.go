@@ -92,7 +92,10 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	}
 	n.revalidate(a)
 	g, _ := f.caller(ctx)
-	h := &handle{file: file, node: n, opener: g}
+	h := &handle{file: file, node: n, opener: g, cred: &backing.Cred{}}
+	if c, ok := fuse.FromContext(ctx); ok {
+		h.cred = f.callerCred(&c.Owner, c.Pid, 0)
+	}
 	h.sh.Ino = uint64(id)
 	h.sh.File = n
 	switch {
@@ -152,19 +155,24 @@ const supplTTL = time.Second
 // it: fs uid and gid from the kernel, supplementary groups from /proc, and
 // the umask the kernel passed (it applied none itself: DONT_MASK).
 func (f *FS) cred(h *fuse.InHeader, umask uint32) *backing.Cred {
-	c := &backing.Cred{Uid: h.Uid, Gid: h.Gid, Umask: umask & 0o777}
 	if f.server.KernelSettings().Flags64()&fuse.CAP_DONT_MASK == 0 {
-		c.Umask = 0
+		umask = 0
 	}
-	if h.Pid == 0 {
+	return f.callerCred(&h.Owner, h.Pid, umask)
+}
+
+// callerCred is the credentials of caller pid with the given ids.
+func (f *FS) callerCred(o *fuse.Owner, pid uint32, umask uint32) *backing.Cred {
+	c := &backing.Cred{Uid: o.Uid, Gid: o.Gid, Umask: umask & 0o777}
+	if pid == 0 {
 		return c
 	}
 	now := time.Now()
 	f.mu.Lock()
-	e, ok := f.suppl[h.Pid]
+	e, ok := f.suppl[pid]
 	f.mu.Unlock()
 	if !ok || now.Sub(e.at) > supplTTL {
-		gs, err := group.ReadGroups(int32(h.Pid))
+		gs, err := group.ReadGroups(int32(pid))
 		if err != nil {
 			gs = nil
 		}
@@ -173,9 +181,30 @@ func (f *FS) cred(h *fuse.InHeader, umask uint32) *backing.Cred {
 		if len(f.suppl) > 4096 {
 			clear(f.suppl)
 		}
-		f.suppl[h.Pid] = e
+		f.suppl[pid] = e
 		f.mu.Unlock()
 	}
 	c.Groups = e.groups
 	return c
+}
+
+// nearFullBytes is the free space below which writes of callers other
+// than root run with their own credentials: above it no write can reach
+// the blocks the file system reserves for root, so none pays for the
+// switch.
+const nearFullBytes = 256 << 20
+
+// nearFull reports whether SOURCE's file system has less than
+// nearFullBytes available to unprivileged users, checked at most every
+// 100 ms.
+func (f *FS) nearFull() bool {
+	now := time.Now().UnixNano()
+	if at := f.fullAt.Load(); now-at < int64(100*time.Millisecond) {
+		return f.full.Load()
+	}
+	f.fullAt.Store(now)
+	s, err := f.tree.Statfs(backing.RootID)
+	full := err != nil || s.Bavail*uint64(s.Bsize) < nearFullBytes
+	f.full.Store(full)
+	return full
 }

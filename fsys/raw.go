@@ -294,7 +294,13 @@ func (r *raw) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 			return st(err)
 		}
 	}
-	err := h.file.Allocate(in.Mode, int64(in.Offset), int64(in.Length))
+	allocate := func() error { return h.file.Allocate(in.Mode, int64(in.Offset), int64(in.Length)) }
+	var err error
+	if in.Uid != 0 && r.f.nearFull() {
+		err = r.f.tree.As(r.f.callerCred(&in.Owner, in.Pid, 0), allocate)
+	} else {
+		err = allocate()
+	}
 	id := uint64(h.node.id)
 	const collapse, insert = 0x08, 0x20 // FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE
 	if in.Mode&(collapse|insert) != 0 {

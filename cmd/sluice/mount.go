@@ -79,7 +79,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.DurationVar(&o.burst, "burst", o.burst, "idle credit a group may bank, as time at its rate")
 	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request before it is admitted into debt; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
 	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
-	fs.IntVar(&o.maxOpen, "max-open", 1024, "descriptors kept open to reach backing objects held by file handle; objects in use are not counted")
+	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fs.Usage = func() {
