@@ -8,7 +8,7 @@
 #   env METADATA_DIRS (default 20): directories they are spread over
 #   env METADATA_THREADS (default 2): parallel workers, each over its share
 #       of the directories
-#   env METADATA_PATHS (default "native loopback-nopt sluice")
+#   env METADATA_PATHS (default "native loopback-nopt loopback-dp sluice")
 #   env METADATA_ROUNDS (default 3): rounds over all paths; the table shows
 #       the median per path and phase (rounds interleave the paths, so slow
 #       spells of the machine spread over all of them)
@@ -19,6 +19,10 @@
 #   native         the directory itself
 #   loopback-nopt  bench/loopback -no-passthrough -timeout 1s: go-fuse's
 #                  loopback with the entry and attribute timeouts sluice uses
+#   loopback-dp    the same with default_permissions: the kernel checks every
+#                  caller's permissions, as on a sluice mount (sluice always
+#                  mounts so); after each change in a directory the next
+#                  permission check fetches the directory's attributes again
 #   sluice         sluice mount with no --limit (unlimited default group)
 # Phases (bench/metaops; caches dropped before each, a fresh directory tree
 # per path and round):
@@ -35,7 +39,7 @@ source "$(dirname "$0")/lib.sh"
 FILES=${METADATA_FILES:-20000}
 DIRS=${METADATA_DIRS:-20}
 THREADS=${METADATA_THREADS:-2}
-PATHS=${METADATA_PATHS:-"native loopback-nopt sluice"}
+PATHS=${METADATA_PATHS:-"native loopback-nopt loopback-dp sluice"}
 ROUNDS=${METADATA_ROUNDS:-3}
 read -r -a SLUICE_FLAGS <<<"${METADATA_SLUICE_FLAGS:-}"
 for v in FILES DIRS THREADS ROUNDS; do
@@ -73,6 +77,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		case $p in
 		native) dir=$DATA ;;
 		loopback-nopt) start_fuse "$WORK/$p.log" "$dir" "$LOOPBACK" -no-passthrough -timeout 1s "$DATA" "$dir" ;;
+		loopback-dp) start_fuse "$WORK/$p.log" "$dir" "$LOOPBACK" -no-passthrough -timeout 1s -default-permissions "$DATA" "$dir" ;;
 		sluice)
 			if [ -z "$SLUICE" ]; then
 				log "sluice did not build; skipping its rows"
@@ -146,7 +151,7 @@ shown = [p for p in paths if any((p, ph) in val or (p, ph) in failed for ph in p
 print(f"metadata: {files} empty files in {dirs} directories, {threads} workers, caches dropped before each phase")
 print(f"ops/s, median of {rounds} rounds; min-max below" if rounds > 1 else "ops/s, one round")
 head = ["phase"] + shown
-ratios = [(n, d) for n, d in [("sluice", "loopback-nopt"), ("sluice", "native"), ("loopback-nopt", "native")]
+ratios = [(n, d) for n, d in [("sluice", "loopback-dp"), ("sluice", "loopback-nopt"), ("sluice", "native"), ("loopback-nopt", "native")]
           if n in shown and d in shown]
 head += [f"{n} / {d}" for n, d in ratios]
 rows = [head]

@@ -1,7 +1,7 @@
 // Command loopback mounts a plain go-fuse loopback file system: the
 // baseline the sluice benchmarks compare against.
 //
-//	loopback [-direct-io] [-no-passthrough] [-timeout D] SOURCE MOUNTPOINT
+//	loopback [-direct-io] [-no-passthrough] [-timeout D] [-default-permissions] SOURCE MOUNTPOINT
 //
 // It runs in the foreground and unmounts on SIGINT or SIGTERM.
 package main
@@ -36,8 +36,9 @@ func main() {
 	directIO := flag.Bool("direct-io", false, "open files with FOPEN_DIRECT_IO (bypass the kernel page cache)")
 	noPassthrough := flag.Bool("no-passthrough", false, "refuse FUSE passthrough so reads and writes reach this process")
 	timeout := flag.Duration("timeout", 0, "entry and attribute timeout the kernel may cache lookups and attributes for (0: none)")
+	defaultPerms := flag.Bool("default-permissions", false, "let the kernel check every caller's permissions (as sluice does); costs a GETATTR of a directory after each change in it")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: %s [-direct-io] [-no-passthrough] [-timeout D] SOURCE MOUNTPOINT\n", os.Args[0])
+		fmt.Fprintf(os.Stderr, "usage: %s [-direct-io] [-no-passthrough] [-timeout D] [-default-permissions] SOURCE MOUNTPOINT\n", os.Args[0])
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -63,6 +64,9 @@ func main() {
 	}
 	if *noPassthrough {
 		opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
+	}
+	if *defaultPerms {
+		opts.Options = append(opts.Options, "default_permissions")
 	}
 	server, err := fs.Mount(flag.Arg(1), root, opts)
 	if err != nil {
