@@ -13,7 +13,7 @@
 #       the median per path and phase (rounds interleave the paths, so slow
 #       spells of the machine spread over all of them)
 #   env METADATA_SLUICE_FLAGS (default none): extra flags for sluice mount,
-#       e.g. "--max-open 65536"
+#       e.g. "--max-open 4096"
 #
 # Paths (all over the same directory of one loop ext4):
 #   native         the directory itself

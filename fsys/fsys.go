@@ -203,6 +203,19 @@ func raiseNoFile() {
 // Wait blocks until the file system is unmounted.
 func (f *FS) Wait() {
 	f.server.Wait()
+	// Files the kernel never released (their RELEASE was still queued when
+	// the connection ended) are closed here, so nothing keeps SOURCE's file
+	// system busy once the mount is gone.
+	f.mu.Lock()
+	hs, ds := f.handles, f.dirs
+	f.handles, f.dirs = map[uint64]*handle{}, map[uint64]*dirHandle{}
+	f.mu.Unlock()
+	for _, h := range hs {
+		h.release()
+	}
+	for _, d := range ds {
+		d.dir.Close()
+	}
 	f.eng.Close()
 	f.tree.Close()
 }
