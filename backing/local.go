@@ -345,21 +345,21 @@ func checkName(name string) error {
 func procPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 // Lookup finds name in parent.
-func (t *Local) Lookup(parent ID, name string) (Entry, error) {
-	if err := checkName(name); err != nil {
-		return Entry{}, err
-	}
-	p, err := t.acquire(parent)
-	if err != nil {
-		return Entry{}, err
-	}
-	defer t.release(p)
+func (t *Local) Lookup(parent ID, name string) (e Entry, err error) {
+	err = t.inDir(parent, name, func(pfd int) (err error) {
+		e, err = t.lookupAt(pfd, name)
+		return err
+	})
+	return e, err
+}
+
+func (t *Local) lookupAt(pfd int, name string) (Entry, error) {
 	// Without opening it: the handle and the attributes, two system calls.
-	fh, mountID, herr := unix.NameToHandleAt(p.fd, name, 0)
+	fh, mountID, herr := unix.NameToHandleAt(pfd, name, 0)
 	switch herr {
 	case nil:
 		var st syscall.Stat_t
-		if err := fstatat(p.fd, name, &st); err != nil {
+		if err := fstatat(pfd, name, &st); err != nil {
 			return Entry{}, err
 		}
 		if e, ok := t.enterHandle(&st, fh, mountID); ok {
@@ -370,7 +370,7 @@ func (t *Local) Lookup(parent ID, name string) (Entry, error) {
 	default:
 		return Entry{}, herr
 	}
-	fd, err := unix.Openat(p.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(pfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -382,14 +382,18 @@ func fstatat(dirfd int, name string, st *syscall.Stat_t) error {
 	return unix.Fstatat(dirfd, name, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW)
 }
 
-func (t *Local) Getattr(id ID) (syscall.Stat_t, error) {
-	var st syscall.Stat_t
+// on runs fn with a descriptor of id held for the call.
+func (t *Local) on(id ID, fn func(fd int) error) error {
 	in, err := t.acquire(id)
 	if err != nil {
-		return st, err
+		return err
 	}
 	defer t.release(in)
-	err = syscall.Fstat(in.fd, &st)
+	return fn(in.fd)
+}
+
+func (t *Local) Getattr(id ID) (st syscall.Stat_t, err error) {
+	err = t.on(id, func(fd int) error { return syscall.Fstat(fd, &st) })
 	return st, err
 }
 
@@ -475,13 +479,12 @@ func killSuidgid(fd int) error {
 func (f *File) KillSuidgid() error { return killSuidgid(f.fd) }
 
 func (t *Local) Readlink(id ID) ([]byte, error) {
-	in, err := t.acquire(id)
-	if err != nil {
-		return nil, err
-	}
-	defer t.release(in)
 	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlinkat(in.fd, "", buf)
+	n := 0
+	err := t.on(id, func(fd int) (err error) {
+		n, err = unix.Readlinkat(fd, "", buf)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -489,28 +492,24 @@ func (t *Local) Readlink(id ID) ([]byte, error) {
 }
 
 // create runs mk as the caller in directory parent, then enters name.
-func (t *Local) create(c *Cred, parent ID, name string, mk func(pfd int) error) (Entry, error) {
-	if err := checkName(name); err != nil {
-		return Entry{}, err
-	}
-	p, err := t.acquire(parent)
-	if err != nil {
-		return Entry{}, err
-	}
-	defer t.release(p)
-	fd := -1
-	err = t.creds.as(c, func() error {
-		if err := mk(p.fd); err != nil {
+func (t *Local) create(c *Cred, parent ID, name string, mk func(pfd int) error) (e Entry, err error) {
+	err = t.inDir(parent, name, func(pfd int) error {
+		fd := -1
+		err := t.creds.as(c, func() error {
+			if err := mk(pfd); err != nil {
+				return err
+			}
+			var err error
+			fd, err = unix.Openat(pfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			return err
+		})
+		if err != nil {
 			return err
 		}
-		var err error
-		fd, err = unix.Openat(p.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		e, err = t.enter(fd)
 		return err
 	})
-	if err != nil {
-		return Entry{}, err
-	}
-	return t.enter(fd)
+	return e, err
 }
 
 func (t *Local) Mknod(c *Cred, parent ID, name string, mode, dev uint32) (Entry, error) {
@@ -555,12 +554,7 @@ func (t *Local) inDir(parent ID, name string, fn func(pfd int) error) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	p, err := t.acquire(parent)
-	if err != nil {
-		return err
-	}
-	defer t.release(p)
-	return fn(p.fd)
+	return t.on(parent, fn)
 }
 
 func (t *Local) Rename(parent ID, name string, newParent ID, newName string, flags uint32) error {
@@ -589,34 +583,22 @@ func (t *Local) Create(c *Cred, parent ID, name string, flags, mode uint32) (Ent
 	if err := checkName(name); err != nil {
 		return Entry{}, nil, err
 	}
-	p, err := t.acquire(parent)
-	if err != nil {
-		return Entry{}, nil, err
-	}
-	defer t.release(p)
-	fd := -1
-	err = t.creds.as(c, func() error {
-		var err error
-		fd, err = unix.Openat(p.fd, name, openFlags(flags)|unix.O_CREAT|unix.O_NOFOLLOW|int(flags&syscall.O_EXCL), createMode(p.fd, mode, c.Umask))
-		return err
-	})
-	if err != nil {
-		return Entry{}, nil, err
-	}
-	return t.enterOpen(fd)
+	return t.openNew(c, parent, name, openFlags(flags)|unix.O_CREAT|unix.O_NOFOLLOW|int(flags&syscall.O_EXCL), mode)
 }
 
 func (t *Local) Tmpfile(c *Cred, parent ID, flags, mode uint32) (Entry, *File, error) {
-	p, err := t.acquire(parent)
-	if err != nil {
-		return Entry{}, nil, err
-	}
-	defer t.release(p)
+	return t.openNew(c, parent, ".", openFlags(flags)|unix.O_TMPFILE, mode)
+}
+
+// openNew opens name in parent with flags that may create it, as the
+// caller, and enters what it opened.
+func (t *Local) openNew(c *Cred, parent ID, name string, flags int, mode uint32) (e Entry, f *File, err error) {
 	fd := -1
-	err = t.creds.as(c, func() error {
-		var err error
-		fd, err = unix.Openat(p.fd, ".", openFlags(flags)|unix.O_TMPFILE, createMode(p.fd, mode, c.Umask))
-		return err
+	err = t.on(parent, func(pfd int) error {
+		return t.creds.as(c, func() (err error) {
+			fd, err = unix.Openat(pfd, name, flags, createMode(pfd, mode, c.Umask))
+			return err
+		})
 	})
 	if err != nil {
 		return Entry{}, nil, err
@@ -683,14 +665,8 @@ func (t *Local) OpenDir(id ID) (*Dir, error) {
 	return &Dir{fd: fd, release: func() { t.release(in) }}, nil
 }
 
-func (t *Local) Statfs(id ID) (syscall.Statfs_t, error) {
-	var st syscall.Statfs_t
-	in, err := t.acquire(id)
-	if err != nil {
-		return st, err
-	}
-	defer t.release(in)
-	err = syscall.Fstatfs(in.fd, &st)
+func (t *Local) Statfs(id ID) (st syscall.Statfs_t, err error) {
+	err = t.on(id, func(fd int) error { return syscall.Fstatfs(fd, &st) })
 	return st, err
 }
 

@@ -62,13 +62,12 @@ type FS struct {
 	server   *fuse.Server
 	epoch    time.Time
 
-	mu      sync.Mutex
-	groups  map[string]*throttle.Group
-	nodes   map[backing.ID]*node
-	handles map[uint64]*handle
-	dirs    map[uint64]*dirHandle
-	nextFh  uint64
-	suppl   map[uint32]supplEntry // caller tid -> supplementary groups
+	mu     sync.Mutex
+	groups map[string]*throttle.Group
+	files  table[*handle]    // open files by FUSE file handle
+	dirs   table[*dirHandle] // open directories by FUSE file handle
+	nodes  map[backing.ID]*node
+	suppl  map[uint32]supplEntry // caller tid -> supplementary groups
 
 	// spliceMax is the largest unthrottled read replied by splicing from
 	// the backing file (a pipe must hold the reply); 0 turns splicing off.
@@ -123,11 +122,9 @@ func Mount(opts Options) (*FS, error) {
 	}
 	f := &FS{
 		opts: opts, eng: eng, tree: tree, epoch: time.Now(),
-		groups:  make(map[string]*throttle.Group),
-		nodes:   make(map[backing.ID]*node),
-		handles: make(map[uint64]*handle),
-		dirs:    make(map[uint64]*dirHandle),
-		suppl:   make(map[uint32]supplEntry),
+		groups: make(map[string]*throttle.Group),
+		nodes:  make(map[backing.ID]*node),
+		suppl:  make(map[uint32]supplEntry),
 	}
 	f.resolver = group.NewResolver(&group.Classifier{Rules: opts.Rules})
 	f.group(group.Default)
@@ -206,14 +203,10 @@ func (f *FS) Wait() {
 	// Files the kernel never released (their RELEASE was still queued when
 	// the connection ended) are closed here, so nothing keeps SOURCE's file
 	// system busy once the mount is gone.
-	f.mu.Lock()
-	hs, ds := f.handles, f.dirs
-	f.handles, f.dirs = map[uint64]*handle{}, map[uint64]*dirHandle{}
-	f.mu.Unlock()
-	for _, h := range hs {
+	for _, h := range f.files.drain() {
 		h.release()
 	}
-	for _, d := range ds {
+	for _, d := range f.dirs.drain() {
 		d.dir.Close()
 	}
 	f.eng.Close()

@@ -3,7 +3,6 @@ package fsys
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -129,18 +128,7 @@ func (o modelOutcome) String() string {
 	return s
 }
 
-func modelErrno(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		if n := unix.ErrnoName(e); n != "" {
-			return n
-		}
-	}
-	return err.Error()
-}
+func modelErrno(err error) string { return errnoStr(err) }
 
 // modelAction is one generated op: the same call on each tree, as uid.
 type modelAction struct {

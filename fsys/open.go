@@ -2,6 +2,7 @@ package fsys
 
 import (
 	"context"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,40 +33,51 @@ func (f *FS) forgetNode(id backing.ID) {
 	f.eng.Forget(uint64(id))
 }
 
-func (f *FS) handle(fh uint64) *handle {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.handles[fh]
+// table maps the FUSE file handles of open files or directories to them.
+type table[T any] struct {
+	mu   sync.Mutex
+	next uint64
+	m    map[uint64]T
 }
 
-func (f *FS) dropHandle(fh uint64) *handle {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	h := f.handles[fh]
-	delete(f.handles, fh)
-	return h
+func (t *table[T]) add(v T) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[uint64]T)
+	}
+	t.next++
+	t.m[t.next] = v
+	return t.next
 }
 
-func (f *FS) addDir(d *dirHandle) uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nextFh++
-	f.dirs[f.nextFh] = d
-	return f.nextFh
+// get returns the entry of fh; ok is false when there is none.
+func (t *table[T]) get(fh uint64) (v T, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok = t.m[fh]
+	return v, ok
 }
 
-func (f *FS) dir(fh uint64) *dirHandle {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.dirs[fh]
+// drop removes fh and returns what it held.
+func (t *table[T]) drop(fh uint64) (v T, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v, ok = t.m[fh]
+	delete(t.m, fh)
+	return v, ok
 }
 
-func (f *FS) dropDir(fh uint64) *dirHandle {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	d := f.dirs[fh]
-	delete(f.dirs, fh)
-	return d
+// drain removes and returns every entry.
+func (t *table[T]) drain() []T {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var all []T
+	for _, v := range t.m {
+		all = append(all, v)
+	}
+	clear(t.m)
+	return all
 }
 
 // opened makes a handle of a backing file opened (or created) for the
@@ -115,11 +127,7 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 			out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
 		}
 	}
-	f.mu.Lock()
-	f.nextFh++
-	out.Fh = f.nextFh
-	f.handles[out.Fh] = h
-	f.mu.Unlock()
+	out.Fh = f.files.add(h)
 	return nil
 }
 

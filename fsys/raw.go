@@ -63,7 +63,7 @@ func (r *raw) Forget(nodeid, nlookup uint64) {
 
 func (r *raw) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	if in.Flags()&fuse.FUSE_GETATTR_FH != 0 {
-		if h := r.f.handle(in.Fh()); h != nil {
+		if h, ok := r.f.files.get(in.Fh()); ok {
 			a, err := h.file.Stat()
 			if err != nil {
 				return st(err)
@@ -84,7 +84,7 @@ func (r *raw) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.Attr
 	var set backing.SetAttr
 	var file *backing.File
 	if fh, ok := in.GetFh(); ok {
-		if h := r.f.handle(fh); h != nil {
+		if h, ok := r.f.files.get(fh); ok {
 			file = h.file
 		}
 	}
@@ -189,25 +189,22 @@ func (r *raw) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
 
 func (r *raw) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	e, file, err := r.f.tree.Create(r.f.cred(&in.InHeader, in.Umask), backing.ID(in.NodeId), name, in.Flags, in.Mode)
+	return r.created(cancel, in, out, e, file, err)
+}
+
+func (r *raw) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	e, file, err := r.f.tree.Tmpfile(r.f.cred(&in.InHeader, in.Umask), backing.ID(in.NodeId), in.Flags, in.Mode)
+	return r.created(cancel, in, out, e, file, err)
+}
+
+// created replies to a create: the new entry and its open file.
+func (r *raw) created(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut, e backing.Entry, file *backing.File, err error) fuse.Status {
 	if err != nil {
 		return st(err)
 	}
 	fillEntry(&out.EntryOut, e)
 	if err := r.f.opened(ctxOf(cancel, &in.InHeader), e.ID, file, in.Flags, false, &e.Attr, &out.OpenOut); err != nil {
 		// The kernel holds the new entry only if the reply succeeds.
-		r.Forget(uint64(e.ID), 1)
-		return st(err)
-	}
-	return fuse.OK
-}
-
-func (r *raw) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	e, file, err := r.f.tree.Tmpfile(r.f.cred(&in.InHeader, in.Umask), backing.ID(in.NodeId), in.Flags, in.Mode)
-	if err != nil {
-		return st(err)
-	}
-	fillEntry(&out.EntryOut, e)
-	if err := r.f.opened(ctxOf(cancel, &in.InHeader), e.ID, file, in.Flags, false, &e.Attr, &out.OpenOut); err != nil {
 		r.Forget(uint64(e.ID), 1)
 		return st(err)
 	}
@@ -230,8 +227,8 @@ func (r *raw) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) f
 }
 
 func (r *raw) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
-	h := r.f.handle(in.Fh)
-	if h == nil {
+	h, ok := r.f.files.get(in.Fh)
+	if !ok {
 		return nil, fuse.EBADF
 	}
 	res, e := h.read(ctxOf(cancel, &in.InHeader), buf[:min(len(buf), int(in.Size))], int64(in.Offset))
@@ -239,8 +236,8 @@ func (r *raw) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 }
 
 func (r *raw) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
-	h := r.f.handle(in.Fh)
-	if h == nil {
+	h, ok := r.f.files.get(in.Fh)
+	if !ok {
 		return 0, fuse.EBADF
 	}
 	n, e := h.write(ctxOf(cancel, &in.InHeader), data, int64(in.Offset), in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0)
@@ -248,8 +245,8 @@ func (r *raw) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 }
 
 func (r *raw) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
-	h := r.f.handle(in.Fh)
-	if h == nil {
+	h, ok := r.f.files.get(in.Fh)
+	if !ok {
 		return fuse.EBADF
 	}
 	off, err := h.file.Seek(int64(in.Offset), int(in.Whence))
@@ -261,30 +258,30 @@ func (r *raw) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut
 }
 
 func (r *raw) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
-	if h := r.f.dropHandle(in.Fh); h != nil {
+	if h, ok := r.f.files.drop(in.Fh); ok {
 		h.release()
 	}
 }
 
 func (r *raw) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	h := r.f.handle(in.Fh)
-	if h == nil {
+	h, ok := r.f.files.get(in.Fh)
+	if !ok {
 		return fuse.EBADF
 	}
 	return st(h.file.Flush())
 }
 
 func (r *raw) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	h := r.f.handle(in.Fh)
-	if h == nil {
+	h, ok := r.f.files.get(in.Fh)
+	if !ok {
 		return fuse.EBADF
 	}
 	return st(h.file.Sync(in.FsyncFlags&1 != 0))
 }
 
 func (r *raw) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
-	h := r.f.handle(in.Fh)
-	if h == nil {
+	h, ok := r.f.files.get(in.Fh)
+	if !ok {
 		return fuse.EBADF
 	}
 	if in.Uid != 0 {
@@ -320,7 +317,7 @@ func (r *raw) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 	if err != nil {
 		return st(err)
 	}
-	out.Fh = r.f.addDir(&dirHandle{dir: d})
+	out.Fh = r.f.dirs.add(&dirHandle{dir: d})
 	return fuse.OK
 }
 
@@ -333,8 +330,8 @@ func (r *raw) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.Dir
 }
 
 func (r *raw) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
-	d := r.f.dir(in.Fh)
-	if d == nil {
+	d, ok := r.f.dirs.get(in.Fh)
+	if !ok {
 		return fuse.EBADF
 	}
 	d.mu.Lock()
@@ -376,14 +373,14 @@ func (r *raw) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 }
 
 func (r *raw) ReleaseDir(in *fuse.ReleaseIn) {
-	if d := r.f.dropDir(in.Fh); d != nil {
+	if d, ok := r.f.dirs.drop(in.Fh); ok {
 		d.dir.Close()
 	}
 }
 
 func (r *raw) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	d := r.f.dir(in.Fh)
-	if d == nil {
+	d, ok := r.f.dirs.get(in.Fh)
+	if !ok {
 		return fuse.EBADF
 	}
 	return st(d.dir.Sync())
