@@ -39,6 +39,9 @@ type Local struct {
 	cached int         // descriptors in the ring
 	mounts map[int]int // mount id -> a descriptor on that mount, for open_by_handle_at
 	pinned int         // objects held by descriptor (no file handle)
+	// noHandles: this process cannot open file handles, so every object
+	// is held by descriptor.
+	noHandles bool
 }
 
 type devIno struct{ dev, ino uint64 }
@@ -87,9 +90,17 @@ func NewLocal(dir string, opts LocalOptions) (*Local, error) {
 		mounts: make(map[int]int),
 	}
 	t.lru.prev, t.lru.next = &t.lru, &t.lru
-	if _, mountID, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH); err == nil {
+	if fh, mountID, err := unix.NameToHandleAt(fd, "", unix.AT_EMPTY_PATH); err == nil {
 		if mfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
-			t.mounts[mountID] = mfd
+			// open_by_handle_at needs CAP_DAC_READ_SEARCH: without it (a
+			// mount made without root) objects are held by descriptor.
+			if pfd, err := unix.OpenByHandleAt(mfd, fh, unix.O_PATH|unix.O_CLOEXEC); err == nil {
+				unix.Close(pfd)
+				t.mounts[mountID] = mfd
+			} else {
+				unix.Close(mfd)
+				t.noHandles = true
+			}
 		}
 	}
 	root := &inode{id: RootID, key: devIno{st.Dev, st.Ino}, mode: st.Mode & syscall.S_IFMT, fd: fd, refs: 1, uses: 1}
@@ -241,6 +252,9 @@ func (t *Local) enter(fd int) (Entry, error) {
 	}
 	in := &inode{id: t.nextID, key: k, mode: st.Mode & syscall.S_IFMT, fd: fd, refs: 1}
 	t.nextID++
+	if herr == nil && t.noHandles {
+		herr = syscall.EOPNOTSUPP
+	}
 	if herr == nil {
 		if _, ok := t.mounts[mountID]; !ok {
 			// open_by_handle_at takes a real open file of the mount, not

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestDescriptorBound: a tree walked far beyond its descriptor bound keeps
@@ -72,5 +75,68 @@ func TestDescriptorBound(t *testing.T) {
 	}
 	if s := tr.Stats(); s.Cached != 16 {
 		t.Fatalf("%d directory descriptors cached after opening 100 directories, want the bound, 16", s.Cached)
+	}
+}
+
+// TestWithoutHandleCapability: a process that may not open file handles
+// (no CAP_DAC_READ_SEARCH, as for a mount made without root) holds every
+// object by descriptor instead, and every object stays reachable.
+func TestWithoutHandleCapability(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: dropping a capability needs to have it (root)")
+	}
+	dir := t.TempDir()
+	for i := range 20 {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%02d", i)), []byte(fmt.Sprint(i)), 0o644)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread, and its reduced capabilities, end
+		// with this goroutine.
+		runtime.LockOSThread()
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		data[0].Effective &^= 1 << unix.CAP_DAC_READ_SEARCH
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		tr, err := NewLocal(dir, LocalOptions{MaxOpen: 16})
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer tr.Close()
+		for i := range 20 {
+			e, err := tr.Lookup(RootID, fmt.Sprintf("f%02d", i))
+			if err != nil {
+				errc <- fmt.Errorf("lookup f%02d: %v", i, err)
+				return
+			}
+			f, err := tr.Open(e.ID, syscall.O_RDONLY)
+			if err != nil {
+				errc <- fmt.Errorf("open f%02d: %v", i, err)
+				return
+			}
+			b := make([]byte, 8)
+			n, _ := f.ReadAt(b, 0)
+			f.Close()
+			if string(b[:n]) != fmt.Sprint(i) {
+				errc <- fmt.Errorf("f%02d reads %q", i, b[:n])
+				return
+			}
+		}
+		if s := tr.Stats(); s.Pinned != 20 {
+			errc <- fmt.Errorf("%d objects held by descriptor, want all 20", s.Pinned)
+			return
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
 	}
 }
