@@ -199,6 +199,18 @@ func TestSetLimitLive(t *testing.T) {
 		if took > 3*time.Second+10*time.Millisecond {
 			t.Fatalf("read finished %v after start, want right after the limit was lifted at 3s", took)
 		}
+		if took < 2900*time.Millisecond {
+			t.Fatalf("read finished %v after start, before the limit was lifted at 3s: the limit was not in force", took)
+		}
+		// Set again, the limit holds again: of four 64 KiB reads at 64 KiB/s
+		// the first goes at once and each next one a second later.
+		e.SetLimits("default", throttle.Limits{RBPS: 64 << 10})
+		start = time.Now()
+		h2 := &stack.Handle{Ino: 2, File: &memFile{data: data}}
+		readAll(t, e, h2, g, data[:256<<10], 64<<10)
+		if took := time.Since(start); took < 2900*time.Millisecond || took > 3100*time.Millisecond {
+			t.Fatalf("256 KiB at 64 KiB/s after the limit was set again took %v, want 3s", took)
+		}
 	})
 }
 
@@ -230,6 +242,15 @@ func TestInterrupt(t *testing.T) {
 		if q := e.Metrics().Queued; q != 0 {
 			t.Fatalf("%d I/Os still queued after the interrupt", q)
 		}
+		// The next reader pays only the first read's debt (until 1 s), not
+		// the withdrawn read's MiB as well (which would be 2 s).
+		start := time.Now()
+		if _, err := e.Read(context.Background(), h, g, buf, 2*MiB); err != nil {
+			t.Fatal(err)
+		}
+		if at := time.Since(start) + 100*time.Millisecond; at > 1100*time.Millisecond {
+			t.Fatalf("the next read went at %v, want at 1s: it paid for the interrupted read", at)
+		}
 	})
 }
 
@@ -244,7 +265,9 @@ func TestMaxWait(t *testing.T) {
 		h := &stack.Handle{Ino: 1, File: &memFile{data: data}}
 		buf := make([]byte, 4*MiB)
 		start := time.Now()
-		e.Read(context.Background(), h, g, buf, 0) // admitted at once; owes 8 s
+		if _, err := e.Read(context.Background(), h, g, buf, 0); err != nil { // admitted at once; owes 8 s
+			t.Fatal(err)
+		}
 		if _, err := e.Read(context.Background(), h, g, buf, 4*MiB); err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +288,11 @@ func TestMaxWait(t *testing.T) {
 			t.Fatalf("a read went through %v later while the group is in debt", time.Since(e2start))
 		case <-time.After(time.Second):
 		}
-		<-done
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the read after the forced one never finished")
+		}
 	})
 }
 

@@ -254,6 +254,10 @@ func (q *Queue) Promote(r *Request) {
 	f.insertAfter(at, r)
 }
 
+// retryAfter is how long after now Release asks to be called again when
+// its own state says a request is due yet none could go: 1 ms.
+const retryAfter = int64(1e6)
+
 // Release admits every request that may go at now, charges each to its
 // group and ancestors, and appends them to out in release order. It
 // returns the extended out and the next time a queued request becomes
@@ -275,8 +279,10 @@ func (q *Queue) Release(now int64, out []*Request) ([]*Request, int64) {
 	}
 	next := q.next(q.root, [2]int64{math.MinInt64, math.MinInt64})
 	if next <= now {
-		// Unreachable: pick admits everything whose gates are open.
-		panic(fmt.Sprintf("throttle: next wake-up %d not after now %d", next, now))
+		// pick admits everything whose gates are open, so this does not
+		// happen; if it ever did, the caller tries again a little later
+		// rather than spin or stop: a policy never panics under its driver.
+		next = now + retryAfter
 	}
 	return out, next
 }
