@@ -243,7 +243,9 @@ func (s *Stack) clamp(now int64, h *Handle, g *throttle.Group, w readahead.Windo
 	if s.opts.NoReadaheadBudget || w.AsyncSize == 0 {
 		return w
 	}
-	b := s.tree.Budget(now, g, throttle.Read, s.opts.MaxIO)
+	// Bytes only: readahead that extends a read up to MaxIO costs no more
+	// I/Os, and its separate I/Os queue behind demand reads as readahead.
+	b := s.tree.ByteBudget(now, g, throttle.Read)
 	if b == math.MaxInt64 {
 		return w
 	}

@@ -414,3 +414,25 @@ func TestStaleCompletionAfterForget(t *testing.T) {
 		t.Fatalf("read after a stale completion: %d bytes, want 16384", got)
 	}
 }
+
+// TestIOPSLimitKeepsReadahead: an IOPS limit does not switch readahead
+// off: a sequential reader at riops=10 gets whole readahead windows per
+// I/O, not one page per I/O.
+func TestIOPSLimitKeepsReadahead(t *testing.T) {
+	r := newRig(t, Options{}, 4*MiB)
+	r.s.SetLimits(0, "default", throttle.Limits{RIOPS: 10})
+	g := r.s.Group("default")
+	h := &Handle{Ino: 1}
+	for off := int64(0); off < MiB; off += 4 * KiB {
+		r.read(h, g, off, 4*KiB)
+	}
+	m := r.metrics("default")
+	if m.RIOs > 16 {
+		t.Fatalf("%d device reads for 1 MiB read sequentially at riops=10: readahead was switched off", m.RIOs)
+	}
+	// About one 128 KiB I/O per 100 ms: 1 MiB in about a second, where page
+	// by page it would take 25 s.
+	if r.now > 2*sec {
+		t.Fatalf("1 MiB at riops=10 finished at %v ms", r.now/ms)
+	}
+}

@@ -292,6 +292,20 @@ func (t *Tree) Refund(now int64, g *Group, d Dir, bytes int64) {
 	}
 }
 
+// ByteBudget returns how many bytes g may send in direction d at now
+// without waiting on a bytes-per-second limit: the minimum over g and its
+// ancestors of the byte credit. IOPS limits do not enter it (an I/O made
+// larger costs no more I/Os). It is math.MaxInt64 when no level limits
+// d's bytes.
+func (t *Tree) ByteBudget(now int64, g *Group, d Dir) int64 {
+	t.check(g, d)
+	b := int64(math.MaxInt64)
+	for x := g; x != nil; x = x.up {
+		b = min(b, x.m[d][dimBytes].credit(now, t.burst))
+	}
+	return b
+}
+
 // Budget returns how many bytes g may send in direction d at now without
 // waiting: the minimum over g and its ancestors of the byte credit (the
 // idle time since the schedule, capped at Burst, times the rate; 0 when in

@@ -310,3 +310,18 @@ func TestBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestByteBudget: the byte budget follows bytes-per-second limits only; an
+// IOPS limit, even with less than one I/O of credit, does not enter it.
+func TestByteBudget(t *testing.T) {
+	tree := New(Config{})
+	a := tree.Group("p/a")
+	tree.SetLimits(0, "p/a", Limits{RIOPS: 1})
+	if got := tree.ByteBudget(sec/2, a, Read); got != math.MaxInt64 {
+		t.Errorf("IOPS limit only: ByteBudget = %d, want unlimited", got)
+	}
+	tree.SetLimits(0, "p", Limits{RBPS: MiB})
+	if got, want := tree.ByteBudget(sec, a, Read), tree.Budget(sec, a, Read, 0); got != 10485 || want != 0 {
+		t.Errorf("bytes limit above an IOPS limit with no whole I/O of credit: ByteBudget = %d (want 10485), Budget = %d (want 0)", got, want)
+	}
+}
