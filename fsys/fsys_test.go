@@ -263,7 +263,9 @@ func TestReadIdentical(t *testing.T) {
 				opts.Limits = append(opts.Limits, limit(t, s))
 			}
 			src, mnt, f := mount(t, opts)
+			var total int64
 			for i, n := range []int{0, 1, 4095, 4096, 4097, 1<<20 + 123, 5 << 20} {
+				total += int64(n)
 				name := filepath.Join("d", "f"+string(rune('a'+i)))
 				os.MkdirAll(filepath.Join(src, "d"), 0o755)
 				want := writeRandom(t, filepath.Join(src, name), n, uint64(i))
@@ -285,6 +287,14 @@ func TestReadIdentical(t *testing.T) {
 			}
 			if def == nil || def.app == 0 {
 				t.Fatalf("no reads counted for default: %+v", m.Groups)
+			}
+			// Every byte of every file came from the backing files at least
+			// once; a limited group's cache means far less than every read.
+			if def.rbytes < total {
+				t.Errorf("device bytes read %d, less than the %d bytes of the files", def.rbytes, total)
+			}
+			if tc.limits != nil && def.rbytes >= def.app {
+				t.Errorf("device bytes read %d for %d bytes read by the application: sluice's cache served nothing", def.rbytes, def.app)
 			}
 			if tc.limits != nil && f.Backing() != "direct" {
 				t.Errorf("backing files read %s, want direct (O_DIRECT) on this file system", f.Backing())
