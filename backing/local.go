@@ -549,8 +549,14 @@ func (t *Local) Link(c *Cred, id, parent ID, name string) (Entry, error) {
 	}
 	defer t.release(in)
 	return t.create(c, parent, name, func(pfd int) error {
+		// AT_EMPTY_PATH links the object itself, a symlink included, but
+		// needs CAP_DAC_READ_SEARCH; /proc/self/fd/N reaches a regular file
+		// without it.
 		if c.Uid == 0 {
-			return unix.Linkat(in.fd, "", pfd, name, unix.AT_EMPTY_PATH)
+			err := unix.Linkat(in.fd, "", pfd, name, unix.AT_EMPTY_PATH)
+			if err != syscall.EPERM && err != syscall.ENOENT {
+				return err
+			}
 		}
 		return unix.Linkat(unix.AT_FDCWD, procPath(in.fd), pfd, name, unix.AT_SYMLINK_FOLLOW)
 	})
