@@ -238,6 +238,9 @@ func (t *Local) enter(fd int) (Entry, error) {
 	k := devIno{st.Dev, st.Ino}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if herr == nil && t.noHandles {
+		herr = syscall.EOPNOTSUPP
+	}
 	if in := t.byKey[k]; in != nil && !in.forgotten && t.same(in, fh, herr) {
 		in.refs++
 		if in.fd < 0 {
@@ -252,9 +255,6 @@ func (t *Local) enter(fd int) (Entry, error) {
 	}
 	in := &inode{id: t.nextID, key: k, mode: st.Mode & syscall.S_IFMT, fd: fd, refs: 1}
 	t.nextID++
-	if herr == nil && t.noHandles {
-		herr = syscall.EOPNOTSUPP
-	}
 	if herr == nil {
 		if _, ok := t.mounts[mountID]; !ok {
 			// open_by_handle_at takes a real open file of the mount, not

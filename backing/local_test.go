@@ -130,6 +130,13 @@ func TestWithoutHandleCapability(t *testing.T) {
 				return
 			}
 		}
+		// A second lookup finds the same object, holding nothing more.
+		e1, err1 := tr.Lookup(RootID, "f00")
+		e2, err2 := tr.Lookup(RootID, "f00")
+		if err1 != nil || err2 != nil || e1.ID != e2.ID {
+			errc <- fmt.Errorf("two lookups of f00: %d (%v) and %d (%v), want one object", e1.ID, err1, e2.ID, err2)
+			return
+		}
 		if s := tr.Stats(); s.Pinned != 20 {
 			errc <- fmt.Errorf("%d objects held by descriptor, want all 20", s.Pinned)
 			return
