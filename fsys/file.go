@@ -182,8 +182,10 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill bool) (
 	g := h.group(ctx)
 	id := uint64(h.node.id)
 	var w engine.WriterAt = h.file
-	if c := h.writer(ctx); c.Uid != 0 && f.nearFull() {
-		w = asCaller{f.tree, c, h.file}
+	if f.nearFull() {
+		if c := h.writer(ctx); c.Uid != 0 {
+			w = asCaller{f.tree, c, h.file}
+		}
 	}
 	var n int
 	var err error

@@ -67,7 +67,6 @@ type FS struct {
 	files  table[*handle]    // open files by FUSE file handle
 	dirs   table[*dirHandle] // open directories by FUSE file handle
 	nodes  map[backing.ID]*node
-	suppl  map[uint32]supplEntry // caller tid -> supplementary groups
 
 	// spliceMax is the largest unthrottled read replied by splicing from
 	// the backing file (a pipe must hold the reply); 0 turns splicing off.
@@ -83,11 +82,6 @@ type FS struct {
 type dirHandle struct {
 	mu  sync.Mutex
 	dir *backing.Dir
-}
-
-type supplEntry struct {
-	groups []uint32
-	at     time.Time
 }
 
 // Mount checks opts, mounts, and returns once the file system serves. It
@@ -124,7 +118,6 @@ func Mount(opts Options) (*FS, error) {
 		opts: opts, eng: eng, tree: tree, epoch: time.Now(),
 		groups: make(map[string]*throttle.Group),
 		nodes:  make(map[backing.ID]*node),
-		suppl:  make(map[uint32]supplEntry),
 	}
 	f.resolver = group.NewResolver(&group.Classifier{Rules: opts.Rules})
 	f.group(group.Default)

@@ -9,7 +9,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"sluice/backing"
-	"sluice/group"
 )
 
 // nodeOf returns the front end's state of backing object id, made on first
@@ -156,9 +155,6 @@ func (f *FS) unregisterPassthrough(n *node) {
 	}
 }
 
-// supplTTL is how long a caller's supplementary groups are remembered.
-const supplTTL = time.Second
-
 // cred is the caller of a request as the backing tree creates objects for
 // it: fs uid and gid from the kernel, supplementary groups from /proc, and
 // the umask the kernel passed (it applied none itself: DONT_MASK).
@@ -169,31 +165,11 @@ func (f *FS) cred(h *fuse.InHeader, umask uint32) *backing.Cred {
 	return f.callerCred(&h.Owner, h.Pid, umask)
 }
 
-// callerCred is the credentials of caller pid with the given ids.
-func (f *FS) callerCred(o *fuse.Owner, pid uint32, umask uint32) *backing.Cred {
-	c := &backing.Cred{Uid: o.Uid, Gid: o.Gid, Umask: umask & 0o777}
-	if pid == 0 {
-		return c
-	}
-	now := time.Now()
-	f.mu.Lock()
-	e, ok := f.suppl[pid]
-	f.mu.Unlock()
-	if !ok || now.Sub(e.at) > supplTTL {
-		gs, err := group.ReadGroups(int32(pid))
-		if err != nil {
-			gs = nil
-		}
-		e = supplEntry{groups: gs, at: now}
-		f.mu.Lock()
-		if len(f.suppl) > 4096 {
-			clear(f.suppl)
-		}
-		f.suppl[pid] = e
-		f.mu.Unlock()
-	}
-	c.Groups = e.groups
-	return c
+// callerCred is the credentials of caller tid with the given ids; its
+// supplementary groups are the calling thread's, from the resolver's cache.
+func (f *FS) callerCred(o *fuse.Owner, tid uint32, umask uint32) *backing.Cred {
+	return &backing.Cred{Uid: o.Uid, Gid: o.Gid, Umask: umask & 0o777,
+		Groups: f.resolver.Groups(int64(time.Since(f.epoch)), tid)}
 }
 
 // nearFullBytes is the free space below which writes of callers other

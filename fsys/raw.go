@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"sluice/backing"
 )
@@ -122,12 +123,10 @@ func timeOf(valid, set, now uint32, sec uint64, nsec uint32) *syscall.Timespec {
 	case valid&set == 0:
 		return nil
 	case valid&now != 0:
-		return &syscall.Timespec{Nsec: utimeNow}
+		return &syscall.Timespec{Nsec: unix.UTIME_NOW}
 	}
 	return &syscall.Timespec{Sec: int64(sec), Nsec: int64(nsec)}
 }
-
-const utimeNow = (1 << 30) - 1 // UTIME_NOW
 
 func (r *raw) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
 	b, err := r.f.tree.Readlink(backing.ID(h.NodeId))

@@ -62,13 +62,17 @@ type Resolver struct {
 	// ReadFacts reads what need asks for about a process, returning what it
 	// could along with any error. The default is ReadFacts.
 	ReadFacts func(pid int32, need Need) (Facts, error)
+	// ReadGroups reads a thread's supplementary groups. The default is
+	// ReadGroups.
+	ReadGroups func(tid int32) ([]uint32, error)
 
 	c    *Classifier
 	need Need
 
-	mu    sync.Mutex
-	tgids map[int32]entry[int32]
-	facts map[int32]entry[Facts]
+	mu     sync.Mutex
+	tgids  map[int32]entry[int32]
+	facts  map[int32]entry[Facts]
+	groups map[int32]entry[[]uint32] // by thread
 }
 
 // entry is a cached value and the time it was read, in ns.
@@ -87,10 +91,12 @@ func NewResolver(c *Classifier) *Resolver {
 		MaxEntries: 4096,
 		ReadTgid:   Tgid,
 		ReadFacts:  ReadFacts,
+		ReadGroups: ReadGroups,
 		c:          c,
 		need:       Need{Comm: comm, Cgroups: cgroup, Groups: groups},
 		tgids:      map[int32]entry[int32]{},
 		facts:      map[int32]entry[Facts]{},
+		groups:     map[int32]entry[[]uint32]{},
 	}
 }
 
@@ -110,6 +116,34 @@ func (r *Resolver) Group(now int64, uid, gid uint32, tid uint32) string {
 		}
 	}
 	return r.c.Classify(&k)
+}
+
+// Groups returns the supplementary groups of thread tid, for creating
+// objects with the caller's credentials. They are the thread's own (a
+// thread may change its groups alone, and the kernel checks the thread's),
+// cached like the rest; nil when tid is 0 or cannot be read.
+func (r *Resolver) Groups(now int64, tid uint32) []uint32 {
+	if tid == 0 || tid > math.MaxInt32 {
+		return nil
+	}
+	r.mu.Lock()
+	e, ok := r.groups[int32(tid)]
+	r.mu.Unlock()
+	if ok && r.fresh(now, e.at) {
+		return e.v
+	}
+	read := r.ReadGroups
+	if read == nil {
+		read = ReadGroups
+	}
+	gs, err := read(int32(tid))
+	if err != nil {
+		gs = nil
+	}
+	r.mu.Lock()
+	r.groups = store(r, r.groups, int32(tid), entry[[]uint32]{gs, now}, now)
+	r.mu.Unlock()
+	return gs
 }
 
 // tgid returns the process of thread tid, or 0 if it cannot be read.

@@ -188,3 +188,34 @@ func TestResolverConcurrent(t *testing.T) {
 		t.Errorf("no reads")
 	}
 }
+
+// TestResolverGroups: a caller's supplementary groups are its thread's
+// own, read once per thread within the TTL and again after it.
+func TestResolverGroups(t *testing.T) {
+	r := NewResolver(mustRules(t, "tenant uid=7"))
+	reads := 0
+	r.ReadGroups = func(tid int32) ([]uint32, error) {
+		reads++
+		if tid == 101 {
+			return []uint32{50}, nil
+		}
+		return nil, errors.New("no such thread")
+	}
+	sec := int64(time.Second)
+	if g := r.Groups(0, 101); len(g) != 1 || g[0] != 50 {
+		t.Fatalf("Groups of thread 101 = %v, want [50]", g)
+	}
+	if g := r.Groups(sec/2, 101); len(g) != 1 || reads != 1 {
+		t.Fatalf("within the TTL: %v after %d reads, want [50] after 1", g, reads)
+	}
+	r.Groups(2*sec, 101)
+	if reads != 2 {
+		t.Fatalf("%d reads after the TTL, want 2", reads)
+	}
+	if g := r.Groups(2*sec, 102); g != nil {
+		t.Fatalf("Groups of an unreadable thread = %v, want none", g)
+	}
+	if g := r.Groups(2*sec, 0); g != nil || reads != 3 {
+		t.Fatalf("Groups of tid 0 = %v after %d reads, want none and no read", g, reads)
+	}
+}
