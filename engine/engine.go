@@ -31,13 +31,10 @@ type WriterAt interface {
 
 // Options configure an Engine.
 type Options struct {
+	// Options are the stack's, MaxWait among them: a request that waits
+	// that long is answered short (see stack.Options.MaxWait), so no
+	// request outlives the kernel's request timeout.
 	stack.Options
-	// MaxWait caps how long one request waits for the throttle; when a wait
-	// reaches it, the request's I/Os are admitted and charged in full (the
-	// group goes into debt that later requests pay), so the long-run rate
-	// stays exact and no request outlives the kernel's request timeout.
-	// The default, 0, means no cap.
-	MaxWait time.Duration
 	// Dying reports whether the caller of an interrupted request is being
 	// killed. The kernel interrupts a request for any signal, but only a
 	// dying caller must be answered at once (EINTR); a caller that merely
@@ -59,7 +56,6 @@ type Engine struct {
 	epoch   time.Time
 	timer   *time.Timer
 	armedAt int64 // when the timer fires; -1 when not armed
-	maxWait time.Duration
 	dying   func(context.Context) bool
 	closed  bool
 	bufs    sync.Pool // *[]byte aligned read buffers of MaxIO bytes
@@ -71,7 +67,7 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{st: st, epoch: time.Now(), armedAt: -1, maxWait: opts.MaxWait, dying: opts.Dying}
+	e := &Engine{st: st, epoch: time.Now(), armedAt: -1, dying: opts.Dying}
 	e.timer = time.AfterFunc(time.Hour, e.tick)
 	e.timer.Stop()
 	return e, nil
@@ -152,12 +148,21 @@ func (e *Engine) Forget(ino uint64) {
 	e.mu.Unlock()
 }
 
+// waiter is a request's Value: what wakes its goroutine, and for a write
+// the data its pieces take their bytes from.
+type waiter struct {
+	done chan struct{}
+	data []byte
+	w    WriterAt
+}
+
 // Read reads into dst at off through h for group g: from sluice's cache,
 // with readahead, device reads split into MaxIO pieces and throttled per
-// group. It returns fewer bytes than len(dst) only at end of file. A
-// cancelled ctx (a FUSE interrupt) withdraws the request with EINTR.
+// group. It returns fewer bytes than len(dst) at end of file, or when the
+// wait reached MaxWait (for a handle that is not Whole). A cancelled ctx (a
+// FUSE interrupt) of a dying caller withdraws the request with EINTR.
 func (e *Engine) Read(ctx context.Context, h *stack.Handle, g *throttle.Group, dst []byte, off int64) (int, error) {
-	r := &stack.Request{Value: make(chan struct{})}
+	r := &stack.Request{Value: &waiter{done: make(chan struct{})}}
 	e.mu.Lock()
 	a := e.st.Read(e.now(), h, g, off, int64(len(dst)), r)
 	e.mu.Unlock()
@@ -171,11 +176,15 @@ func (e *Engine) Read(ctx context.Context, h *stack.Handle, g *throttle.Group, d
 	return r.CopyTo(dst), nil
 }
 
-// Write writes data at off to w for group g, after the throttle admits each
-// MaxIO piece. Cached pages the write touches are dropped. A cancelled ctx
-// before admission withdraws the write with EINTR (nothing is written).
+// Write writes data at off to w for group g: each MaxIO piece is written
+// as the throttle admits it, so the device sees the group's rate in steps
+// of at most MaxIO. It returns fewer bytes than len(data) when a piece
+// failed or came short, or when the wait reached MaxWait (for a handle
+// that is not Whole). Cached pages the write touches are dropped. A
+// cancelled ctx of a dying caller withdraws the pieces not yet admitted
+// (EINTR); pieces already being written finish first.
 func (e *Engine) Write(ctx context.Context, h *stack.Handle, g *throttle.Group, w WriterAt, data []byte, off int64) (int, error) {
-	r := &stack.Request{Value: make(chan struct{})}
+	r := &stack.Request{Value: &waiter{done: make(chan struct{}), data: data, w: w}}
 	e.mu.Lock()
 	a := e.st.Write(e.now(), h, g, off, int64(len(data)), r)
 	e.mu.Unlock()
@@ -183,25 +192,44 @@ func (e *Engine) Write(ctx context.Context, h *stack.Handle, g *throttle.Group, 
 	if err := e.wait(ctx, r); err != nil {
 		return 0, err
 	}
-	n, err := w.WriteAt(data, off)
-	e.mu.Lock()
-	a = e.st.Written(e.now(), r, int64(max(n, 0)))
-	e.mu.Unlock()
-	e.apply(a)
-	return n, err
+	if r.Err != nil {
+		return 0, r.Err
+	}
+	return int(r.Size()), nil
 }
 
-// wait blocks until r is done, ctx is cancelled for a caller that is being
-// killed (EINTR), or the wait cap is reached (then r is forced through and
-// waited for).
+// Syncer is a backing file as the engine flushes it.
+type Syncer interface {
+	Sync() error
+}
+
+// SyncFunc is a function used as a Syncer.
+type SyncFunc func() error
+
+func (f SyncFunc) Sync() error { return f() }
+
+// Sync makes w's data durable (fsync) for group g, as one flush I/O that
+// the stack sees like any other device I/O. It is not interrupted: once
+// started, a flush runs to its end.
+func (e *Engine) Sync(h *stack.Handle, g *throttle.Group, w Syncer) error {
+	r := &stack.Request{Value: &waiter{done: make(chan struct{}), w: syncOnly{w}}}
+	e.mu.Lock()
+	a := e.st.Sync(e.now(), h, g, r)
+	e.mu.Unlock()
+	e.apply(a)
+	<-r.Value.(*waiter).done
+	return r.Err
+}
+
+// syncOnly carries a Syncer where a waiter holds a WriterAt.
+type syncOnly struct{ Syncer }
+
+func (syncOnly) WriteAt([]byte, int64) (int, error) { return 0, errors.New("engine: write to a flush") }
+
+// wait blocks until r is done, or ctx is cancelled for a caller that is
+// being killed (EINTR).
 func (e *Engine) wait(ctx context.Context, r *stack.Request) error {
-	done := r.Value.(chan struct{})
-	var capC <-chan time.Time
-	if e.maxWait > 0 {
-		t := time.NewTimer(e.maxWait)
-		defer t.Stop()
-		capC = t.C
-	}
+	done := r.Value.(*waiter).done
 	cancel := ctx.Done()
 	var poll <-chan time.Time
 	for {
@@ -222,38 +250,45 @@ func (e *Engine) wait(ctx context.Context, r *stack.Request) error {
 			if !e.dying(ctx) {
 				continue
 			}
-		case <-capC:
-			e.mu.Lock()
-			a := e.st.Force(e.now(), r)
-			e.mu.Unlock()
-			e.apply(a)
-			<-done
-			return nil
 		}
 		e.mu.Lock()
 		a := e.st.Cancel(e.now(), r)
 		e.mu.Unlock()
 		e.apply(a)
-		select {
-		case <-done: // finished before the cancel took hold
-			if r.Err == stack.ErrCanceled {
-				return syscall.EINTR
-			}
-			return nil
-		default:
+		<-done // a read at once; a write once its started pieces are written
+		if r.Err == stack.ErrCanceled {
 			return syscall.EINTR
 		}
+		return nil
 	}
 }
 
 // apply performs a stack's actions: start device reads, wake finished
 // requests, arm the timer. Called without the mutex held.
 func (e *Engine) apply(a stack.Actions) {
-	for _, io := range a.Start {
-		go e.device(io)
+	for i := 0; i < len(a.Start); {
+		io := a.Start[i]
+		switch io.Op {
+		case stack.OpRead:
+			go e.device(io)
+			i++
+		case stack.OpFlush:
+			go e.flush(io)
+			i++
+		default:
+			// Pieces of one write admitted together, end to end, go to
+			// the file in one call.
+			j := i + 1
+			for j < len(a.Start) && a.Start[j].Op == stack.OpWrite && a.Start[j].Request() == io.Request() &&
+				a.Start[j].Off == a.Start[j-1].Off+a.Start[j-1].Len {
+				j++
+			}
+			go e.write(a.Start[i:j:j])
+			i = j
+		}
 	}
 	for _, r := range a.Done {
-		close(r.Value.(chan struct{}))
+		close(r.Value.(*waiter).done)
 	}
 	if a.Wake < 0 {
 		return
@@ -296,6 +331,48 @@ func (e *Engine) device(io_ *stack.IO) {
 	a := e.st.Complete(e.now(), io_, pages, err)
 	e.mu.Unlock()
 	e.apply(a)
+}
+
+// write writes consecutive pieces of one application write with one call
+// and reports each piece.
+func (e *Engine) write(ios []*stack.IO) {
+	r := ios[0].Request()
+	wt := r.Value.(*waiter)
+	first, last := ios[0], ios[len(ios)-1]
+	lo := first.Off - r.Off()
+	n, err := wt.w.WriteAt(wt.data[lo:lo+last.Off+last.Len-first.Off], first.Off)
+	e.mu.Lock()
+	var a stack.Actions
+	for _, pc := range ios {
+		got := min(max(int64(n)-(pc.Off-first.Off), 0), pc.Len)
+		var perr error
+		if got < pc.Len {
+			perr = err
+			if perr == nil {
+				perr = io.ErrShortWrite
+			}
+		}
+		a = merge(a, e.st.Wrote(e.now(), pc, got, perr))
+	}
+	e.mu.Unlock()
+	e.apply(a)
+}
+
+// flush performs an fsync for the stack.
+func (e *Engine) flush(io *stack.IO) {
+	err := io.Request().Value.(*waiter).w.(syncOnly).Sync()
+	e.mu.Lock()
+	a := e.st.Wrote(e.now(), io, 0, err)
+	e.mu.Unlock()
+	e.apply(a)
+}
+
+// merge appends b's actions to a's; b's wake-up replaces a's.
+func merge(a, b stack.Actions) stack.Actions {
+	a.Start = append(a.Start, b.Start...)
+	a.Done = append(a.Done, b.Done...)
+	a.Wake = b.Wake
+	return a
 }
 
 // buffer returns an aligned read buffer of n bytes, reusing pooled ones.

@@ -126,6 +126,9 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 			out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
 		}
 	}
+	// Without FOPEN_DIRECT_IO the kernel takes a short read for the end
+	// of the file: a request that reaches the wait cap goes whole.
+	h.sh.Whole = !h.direct
 	out.Fh = f.files.add(h)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sluice/backing"
+	"sluice/engine"
 )
 
 // raw translates FUSE requests onto the backing tree and the engine. Node
@@ -275,7 +276,9 @@ func (r *raw) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	if !ok {
 		return fuse.EBADF
 	}
-	return st(h.file.Sync(in.FsyncFlags&1 != 0))
+	dataOnly := in.FsyncFlags&1 != 0
+	ctx := ctxOf(cancel, &in.InHeader)
+	return st(r.f.eng.Sync(&h.sh, h.group(ctx), engine.SyncFunc(func() error { return h.file.Sync(dataOnly) })))
 }
 
 func (r *raw) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"sluice/throttle"
 )
 
 // LimitSpec is one parsed limit argument. A nil field was not given and
@@ -115,4 +117,10 @@ func (l LimitSpec) String() string {
 		}
 	}
 	return b.String()
+}
+
+// FormatLimits renders a group's limits in io.max form, every key present,
+// sizes as FormatSize writes them: "rbps=10MiB wbps=max riops=max wiops=100".
+func FormatLimits(l throttle.Limits) string {
+	return strings.TrimPrefix(LimitSpec{RBPS: &l.RBPS, WBPS: &l.WBPS, RIOPS: &l.RIOPS, WIOPS: &l.WIOPS}.String(), " ")
 }

@@ -10,21 +10,6 @@ import (
 	"sluice/throttle"
 )
 
-// FormatLimits renders limits in io.max form with sizes in binary units:
-// "rbps=10MiB wbps=max riops=max wiops=100".
-func FormatLimits(l throttle.Limits) string {
-	f := func(v int64, size bool) string {
-		switch {
-		case v == 0:
-			return "max"
-		case size:
-			return group.FormatSize(v)
-		}
-		return fmt.Sprint(v)
-	}
-	return fmt.Sprintf("rbps=%s wbps=%s riops=%s wiops=%s", f(l.RBPS, true), f(l.WBPS, true), f(l.RIOPS, false), f(l.WIOPS, false))
-}
-
 // counters are one group's running totals. They include the group's
 // descendants, as io.stat does.
 type counters struct {
@@ -87,7 +72,7 @@ func (s *Stack) Metrics() Metrics {
 	m := Metrics{CacheBytes: s.cached * PageSize, CacheLimit: s.limit * PageSize, Queued: s.queue.Len()}
 	for g, c := range s.stats {
 		m.Groups = append(m.Groups, GroupMetrics{
-			Group: g.Path(), Limits: FormatLimits(g.Limits()),
+			Group: g.Path(), Limits: group.FormatLimits(g.Limits()),
 			AppRBytes: c.AppRBytes, AppReads: c.AppReads, AppWBytes: c.AppWBytes, AppWrites: c.AppWrites,
 			RBytes: c.RBytes, RIOs: c.RIOs, WBytes: c.WBytes, WIOs: c.WIOs,
 			ThrottledNs: c.ThrottledNs,

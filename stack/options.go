@@ -33,6 +33,12 @@ type Options struct {
 
 	// Burst caps a group's idle credit. The default is 10ms.
 	Burst time.Duration
+
+	// MaxWait caps how long one request waits for the throttle; 0 means no
+	// cap. A request that reaches it is answered with the part that is
+	// ready, at least one page, the page forced through into debt that the
+	// group's later requests pay (see request.go). The default is 0.
+	MaxWait time.Duration
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -66,6 +72,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("CacheBytes %d: must hold at least 16 readahead windows (%d bytes)", o.CacheBytes, 16*o.Readahead)
 	case o.Burst < 0:
 		return fmt.Errorf("Burst %v: must not be negative", o.Burst)
+	case o.MaxWait < 0:
+		return fmt.Errorf("MaxWait %v: must not be negative (0 is no cap)", o.MaxWait)
 	}
 	return nil
 }

@@ -44,11 +44,16 @@ func (r *rig) take(a Actions) {
 	r.wake = a.Wake
 }
 
-// completeAll finishes every started device read with the file's bytes.
+// completeAll finishes every started device I/O: reads with the file's
+// bytes, writes and flushes in full (the rig's file does not change).
 func (r *rig) completeAll() {
 	for len(r.queued) > 0 {
 		io := r.queued[0]
 		r.queued = r.queued[1:]
+		if io.Op != OpRead {
+			r.take(r.s.Wrote(r.now, io, io.Len, nil))
+			continue
+		}
 		var pages [][]byte
 		for off := io.Off; off < min(io.Off+io.Len, int64(len(r.data))); off += PageSize {
 			pages = append(pages, bytes.Clone(r.data[off:min(off+PageSize, int64(len(r.data)))]))
@@ -279,15 +284,17 @@ func TestWriteChargesPieces(t *testing.T) {
 	r.read(h, r.s.Group("reader"), 0, 64*KiB)
 	req := &Request{}
 	r.take(r.s.Write(r.now, h, g, 0, MiB, req))
-	for !req.done {
+	for r.completeAll(); !req.done; r.completeAll() {
 		if !r.advance() {
 			t.Fatal("write never admitted")
 		}
 	}
 	if r.now != 70*ms {
-		t.Fatalf("8 pieces at 100 IOPS admitted by %d ms, want 70", r.now/ms)
+		t.Fatalf("8 pieces at 100 IOPS written by %d ms, want 70", r.now/ms)
 	}
-	r.take(r.s.Written(r.now, req, MiB))
+	if req.Err != nil || req.Size() != MiB {
+		t.Fatalf("write: %d bytes, %v", req.Size(), req.Err)
+	}
 	m := r.metrics("default")
 	if m.WIOs != 8 || m.WBytes != MiB || m.AppWBytes != MiB || m.AppWrites != 1 {
 		t.Fatalf("wios %d wbytes %d app %d/%d", m.WIOs, m.WBytes, m.AppWBytes, m.AppWrites)
@@ -364,9 +371,10 @@ func TestEOFProbeFree(t *testing.T) {
 	}
 }
 
-// TestCancelWriteRefundsAdmitted: a write interrupted after some of its
-// pieces were admitted gives their bytes back; nothing was written.
-func TestCancelWriteRefundsAdmitted(t *testing.T) {
+// TestCancelWriteWithdrawsUnstarted: a write interrupted after some of
+// its pieces were admitted withdraws the rest uncharged, and finishes only
+// when the started pieces are written (their data is in use until then).
+func TestCancelWriteWithdrawsUnstarted(t *testing.T) {
 	r := newRig(t, Options{}, 0)
 	r.s.SetLimits(0, "default", throttle.Limits{WBPS: MiB})
 	g := r.s.Group("default")
@@ -374,13 +382,23 @@ func TestCancelWriteRefundsAdmitted(t *testing.T) {
 	r.take(r.s.Write(r.now, &Handle{Ino: 1}, g, 0, MiB, req)) // piece 1 admitted, owes 125 ms
 	r.now = 300 * ms
 	r.take(r.s.Tick(r.now)) // pieces 2 and 3 admitted (at 125 and 250 ms)
-	r.take(r.s.Cancel(r.now, req))
-	if m := r.metrics("default"); m.WBytes != 0 {
-		t.Fatalf("wbytes %d after cancelling an unwritten write, want 0", m.WBytes)
+	if len(r.queued) != 3 {
+		t.Fatalf("%d pieces started, want 3", len(r.queued))
 	}
-	// The group owes nothing: the next write goes at once.
-	if e := r.s.tree.Eligible(r.now, g, throttle.Write); e > r.now {
-		t.Fatalf("group eligible at %d ms, want now (%d ms)", e/ms, r.now/ms)
+	r.take(r.s.Cancel(r.now, req))
+	if req.done || r.s.queue.Len() != 0 {
+		t.Fatalf("after cancel: done %v, %d pieces queued; want not done, 0 queued", req.done, r.s.queue.Len())
+	}
+	r.completeAll()
+	if !req.done || req.Err != ErrCanceled {
+		t.Fatalf("after the started pieces: done %v err %v", req.done, req.Err)
+	}
+	if m := r.metrics("default"); m.WBytes != 3*128*KiB || m.WIOs != 3 {
+		t.Fatalf("wbytes %d wios %d, want the 3 started pieces", m.WBytes, m.WIOs)
+	}
+	// The group owes for the 3 pieces only: 375 ms.
+	if e := r.s.tree.Eligible(r.now, g, throttle.Write); e != 375*ms {
+		t.Fatalf("group eligible at %d ms, want 375", e/ms)
 	}
 }
 

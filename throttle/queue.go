@@ -381,3 +381,38 @@ func (q *Queue) next(n *qnode, gate [2]int64) int64 {
 	}
 	return e
 }
+
+// ShareBudget returns how many bytes g may ask for in direction d at now
+// without its own requests waiting long behind them: at g's own level the
+// byte credit (as Tree.ByteBudget), and at each ancestor limiting d's bytes
+// the larger of its credit and g's fair share of Burst worth of its rate
+// (the rate divided among the subtrees below it that have requests queued,
+// g's own counted, level by level; Burst is taken as at least
+// DefaultBurst here). A sibling keeping a shared parent in
+// debt thus does not take a group's share of the parent: the group may
+// still queue its share, and fair queueing serves it. IOPS limits do not
+// enter it. It is math.MaxInt64 when no level limits d's bytes.
+func (q *Queue) ShareBudget(now int64, g *Group, d Dir) int64 {
+	q.t.check(g, d)
+	burst := q.t.burst
+	b := g.m[d][dimBytes].credit(now, burst)
+	frac := 1.0
+	for c := q.node(g); c != q.root && c.up != q.root; c = c.up {
+		x := c.up
+		n := len(x.active)
+		if c.backlog == 0 {
+			n++ // g's branch, about to queue
+		}
+		if x.ownLen > 0 {
+			n++
+		}
+		frac /= float64(max(n, 1))
+		m := &x.g.m[d][dimBytes]
+		if m.rate == 0 {
+			continue
+		}
+		share := int64(float64(m.rate) * float64(max(burst, int64(DefaultBurst))) / nsPerSec * frac)
+		b = min(b, max(m.credit(now, burst), share))
+	}
+	return b
+}

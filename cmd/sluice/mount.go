@@ -77,7 +77,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.Var(&o.budget, "readahead-budget", "on: clamp asynchronous readahead to the group's byte budget; off: the kernel's behaviour")
 	fs.Var(&o.cache, "cache", "memory bound of sluice's read cache")
 	fs.DurationVar(&o.burst, "burst", o.burst, "idle credit a group may bank, as time at its rate")
-	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request before it is admitted into debt; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
+	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request; then it is answered with what is ready (a short read or write), at least one page forced into debt that later requests pay; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
 	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
 	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")

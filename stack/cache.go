@@ -2,6 +2,9 @@ package stack
 
 import "sluice/throttle"
 
+// The read cache: pages of files by index, the LRU that bounds them, and
+// what the stack knows of each file's end.
+
 // file is the cache's view of one backing file.
 type file struct {
 	pages map[int64]*page
@@ -76,4 +79,80 @@ func (l *pageList) oldest() *page {
 		return nil
 	}
 	return l.root.next
+}
+
+// evict drops least recently used pages beyond the cache's capacity.
+func (s *Stack) evict() {
+	for s.cached > s.limit {
+		p := s.lru.oldest()
+		if p == nil {
+			return
+		}
+		s.remove(p)
+	}
+}
+
+func (s *Stack) file(ino uint64) *file {
+	f := s.files[ino]
+	if f == nil {
+		s.gens++
+		f = &file{pages: make(map[int64]*page), tail: -1, eof: -1, gen: s.gens}
+		s.files[ino] = f
+	}
+	return f
+}
+
+// Forget drops everything cached for ino (the file is gone from the
+// kernel's view). Pending reads still finish for their waiters.
+func (s *Stack) Forget(ino uint64) {
+	if f := s.files[ino]; f != nil {
+		for _, p := range f.pages {
+			s.remove(p)
+		}
+		delete(s.files, ino)
+	}
+}
+
+// forgetEnd forgets where f ends, after a change that may have moved its
+// end: the partial last page leaves the cache (a grown file must not keep
+// its old end) and reads issued before the change cannot set the end again.
+func (s *Stack) forgetEnd(f *file) {
+	if f.tail >= 0 {
+		s.drop(f, f.tail, f.tail)
+		f.tail = -1
+	}
+	s.gens++
+	f.eof, f.gen = -1, s.gens
+}
+
+// drop removes pages [lo, hi] of f from the cache. Pending pages are
+// detached: their readers still get the data being read, but the cache does
+// not keep it.
+func (s *Stack) drop(f *file, lo, hi int64) {
+	if hi-lo > int64(len(f.pages)) {
+		for idx, p := range f.pages {
+			if idx >= lo && idx <= hi {
+				s.remove(p)
+			}
+		}
+		return
+	}
+	for idx := lo; idx <= hi; idx++ {
+		if p := f.pages[idx]; p != nil {
+			s.remove(p)
+		}
+	}
+}
+
+func (s *Stack) remove(p *page) {
+	delete(p.file.pages, p.index)
+	if p.pending {
+		return
+	}
+	s.lru.unlink(p)
+	s.cached--
+	if p.ahead {
+		s.each(p.group, func(c *counters) { c.RAWasted += int64(len(p.buf)) })
+		p.ahead = false
+	}
 }

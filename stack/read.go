@@ -1,0 +1,292 @@
+package stack
+
+import (
+	"math"
+
+	"sluice/readahead"
+	"sluice/throttle"
+)
+
+// Read starts an application read of n bytes at off through h by group g.
+// The request finishes (in some Actions.Done) when its pages are in the
+// cache or at end of file, or, once it has waited Options.MaxWait, with
+// the part that is ready.
+func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
+	*r = Request{Value: r.Value, dir: throttle.Read, group: g, handle: h, off: off, len: n}
+	s.each(g, func(c *counters) { c.AppReads++ })
+	if n <= 0 {
+		s.finish(r)
+		return s.release(now)
+	}
+	f := s.file(h.Ino)
+	first, last := off/PageSize, (off+n-1)/PageSize
+	maxPages := s.opts.Readahead / PageSize
+	for idx := first; idx <= last; {
+		if f.eofKnown(now) && idx*PageSize >= f.eof {
+			break // known end of file: nothing to read
+		}
+		want := last - idx + 1
+		if idx > first {
+			// The kernel moves prev_pos past each page it copies.
+			h.ra.Accessed(idx * PageSize)
+		}
+		p := f.pages[idx]
+		if p == nil {
+			var w readahead.Window
+			if s.opts.NoReadahead {
+				w = readahead.Window{Start: idx, Size: want}
+			} else {
+				w = s.clamp(now, h, g, h.ra.Sync(idx, want, maxPages, f))
+			}
+			s.issue(now, h, g, f, w, idx, last)
+			if f.pages[idx] == nil { // a window that does not cover idx: read it alone
+				s.issue(now, h, g, f, readahead.Window{Start: idx, Size: want}, idx, last)
+			}
+			continue
+		}
+		if p.marker {
+			p.marker = false
+			if w, ok := h.ra.Async(idx, want, maxPages, f); ok {
+				s.issue(now, h, g, f, s.clamp(now, h, g, w), -1, -1)
+			}
+		}
+		if p.ahead {
+			// First use of a page read ahead; a page still being read is
+			// counted when its length is known.
+			p.ahead = false
+			if !p.pending {
+				s.each(p.group, func(c *counters) { c.RAUsed += int64(len(p.buf)) })
+			}
+		}
+		r.pages = append(r.pages, p)
+		if p.pending {
+			p.waiters = append(p.waiters, r)
+			r.pending++
+			if io := p.io; io != nil && !io.started {
+				s.join(now, io, g)
+			}
+		} else {
+			s.lru.touch(p)
+			if len(p.buf) < PageSize {
+				break // end of file
+			}
+		}
+		idx++
+	}
+	h.ra.Accessed(off + n)
+	if r.pending == 0 {
+		s.finish(r)
+	} else {
+		s.await(now, r)
+	}
+	return s.release(now)
+}
+
+// join makes a queued I/O serve a demand read by group g: it becomes a
+// demand I/O, and when another group issued it and g may go sooner, it moves
+// to g's queue and is charged to g: a tenant does not wait out another
+// tenant's debt for pages it needs when its own budget lets it go sooner.
+func (s *Stack) join(now int64, io *IO, g *throttle.Group) {
+	if io.group != g && s.tree.Eligible(now, g, io.Dir) < s.tree.Eligible(now, io.group, io.Dir) {
+		s.queue.Remove(&io.req)
+		io.group = g
+		io.Class = throttle.Demand
+		io.queuedAt = now
+		io.req = throttle.Request{Group: g, Dir: io.Dir, Bytes: io.Len, IOs: 1, Class: throttle.Demand, Value: io}
+		for _, p := range io.pages {
+			p.group = g
+		}
+		s.queue.Push(now, &io.req)
+		return
+	}
+	if io.Class == throttle.Readahead {
+		s.queue.Promote(&io.req)
+		io.Class = throttle.Demand
+	}
+}
+
+// clamp applies the readahead budget to w when the budget is on.
+func (s *Stack) clamp(now int64, h *Handle, g *throttle.Group, w readahead.Window) readahead.Window {
+	if s.opts.NoReadaheadBudget || w.AsyncSize == 0 {
+		return w
+	}
+	// Bytes only: readahead that extends a read up to MaxIO costs no more
+	// I/Os, and its separate I/Os queue behind demand reads as readahead.
+	// Under a shared parent the group keeps its fair share of it, so a
+	// small-request reader stays queued beside a sibling that keeps the
+	// parent busy, and fair queueing splits the parent by bytes.
+	b := s.queue.ShareBudget(now, g, throttle.Read)
+	if b == math.MaxInt64 {
+		return w
+	}
+	return h.ra.Clamp(w, b/PageSize)
+}
+
+// issue queues device reads for the pages of w that are not in the cache.
+// Pages in [dfirst, dlast] are demanded by the current read; the rest is
+// readahead. Runs of missing pages are split into MaxIO pieces; a piece that
+// holds a demanded page is a demand I/O.
+func (s *Stack) issue(now int64, h *Handle, g *throttle.Group, f *file, w readahead.Window, dfirst, dlast int64) {
+	maxPages := s.opts.MaxIO / PageSize
+	marker := w.Marker()
+	end := w.End()
+	if f.eofKnown(now) {
+		end = min(end, (f.eof+PageSize-1)/PageSize)
+	}
+	for i := w.Start; i < end; {
+		if f.pages[i] != nil {
+			i++
+			continue
+		}
+		j := i
+		for j < end && j-i < maxPages && f.pages[j] == nil {
+			j++
+		}
+		class := throttle.Readahead
+		if i <= dlast && j-1 >= dfirst {
+			class = throttle.Demand
+		}
+		pages := make([]*page, 0, j-i)
+		for k := i; k < j; k++ {
+			p := &page{file: f, index: k, pending: true, group: g}
+			p.ahead = k < dfirst || k > dlast
+			p.fromRA = p.ahead
+			p.marker = k == marker
+			f.pages[k] = p
+			pages = append(pages, p)
+		}
+		s.queueRead(now, h.Ino, h.File, g, class, f.gen, pages, now)
+		i = j
+	}
+}
+
+// queueRead queues one device read of pages (consecutive, pending), queued
+// since queuedAt.
+func (s *Stack) queueRead(now int64, ino uint64, file any, g *throttle.Group, class throttle.Class, gen uint64, pages []*page, queuedAt int64) *IO {
+	io := &IO{
+		Op: OpRead, Dir: throttle.Read, Ino: ino, File: file,
+		Off: pages[0].index * PageSize, Len: int64(len(pages)) * PageSize,
+		Class: class, group: g, queuedAt: queuedAt, gen: gen, pages: pages,
+	}
+	for _, p := range pages {
+		p.io = io
+	}
+	io.req = throttle.Request{Group: g, Dir: throttle.Read, Bytes: io.Len, IOs: 1, Class: class, Value: io}
+	s.queue.Push(now, &io.req)
+	return io
+}
+
+// Complete reports that the device read io finished at now: pages[k] holds
+// the bytes of the I/O's k-th page, shorter than PageSize (or absent) past
+// the end of the file; or the I/O failed with err. The stack keeps the
+// slices in its cache until they are evicted, so each should be a separate
+// allocation (a page that outlives its neighbours then pins nothing else)
+// and must not change. A driver that never looks at contents may pass one
+// shared page many times.
+func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
+	var got int64
+	if err == nil {
+		for _, b := range pages {
+			got += int64(len(b))
+		}
+	}
+	if got < io.Len {
+		s.tree.Refund(now, io.group, throttle.Read, io.Len-got)
+	}
+	s.each(io.group, func(c *counters) { c.RBytes += got })
+	if f := s.files[io.Ino]; err == nil && got < io.Len && f != nil && f.gen == io.gen {
+		f.eof, f.eofAt = io.Off+got, now
+	}
+	for k, p := range io.pages {
+		p.pending = false
+		p.io = nil
+		p.buf = nil
+		if err == nil && k < len(pages) {
+			p.buf = pages[k]
+		}
+		live := p.file.pages[p.index] == p
+		switch {
+		case err != nil || len(p.buf) == 0:
+			// Failed, or beyond end of file: serve the waiters, keep nothing.
+			if live {
+				delete(p.file.pages, p.index)
+			}
+			p.ahead = false
+		case live:
+			s.lru.push(p)
+			s.cached++
+			if len(p.buf) < PageSize {
+				p.file.tail = p.index
+			}
+		}
+		if p.fromRA {
+			n := int64(len(p.buf))
+			used := int64(0)
+			if !p.ahead {
+				used = n // used while it was being read
+			}
+			s.each(p.group, func(c *counters) { c.RAIssued += n; c.RAUsed += used })
+		}
+		for _, r := range p.waiters {
+			if err != nil && r.Err == nil {
+				r.Err = err
+			}
+			if r.pending--; r.pending == 0 {
+				s.finish(r)
+			}
+		}
+		p.waiters = nil
+	}
+	s.evict()
+	return s.release(now)
+}
+
+// Size is the number of bytes a finished request delivered: for a read, up
+// to the end of the file, the first failed page, or the part that was
+// ready when its wait reached the cap; for a write, the bytes written
+// before the first piece that failed or came short.
+func (r *Request) Size() int64 {
+	if r.Err != nil {
+		return 0
+	}
+	if r.dir == throttle.Write {
+		var n int64
+		for _, io := range r.ios {
+			n += io.wrote
+			if io.err != nil || io.wrote < io.Len {
+				break
+			}
+		}
+		return n
+	}
+	var n int64
+	skip := r.off % PageSize
+	for _, p := range r.pages {
+		b := int64(len(p.buf)) - skip
+		if b > 0 {
+			n += b
+		}
+		if len(p.buf) < PageSize {
+			break
+		}
+		skip = 0
+	}
+	return min(n, r.len)
+}
+
+// CopyTo copies a finished read's data into dst and returns the byte count.
+func (r *Request) CopyTo(dst []byte) int {
+	want := min(int64(len(dst)), r.Size())
+	var n int64
+	skip := r.off % PageSize
+	for _, p := range r.pages {
+		if n >= want {
+			break
+		}
+		if skip < int64(len(p.buf)) {
+			n += int64(copy(dst[n:want], p.buf[skip:]))
+		}
+		skip = 0
+	}
+	return int(n)
+}

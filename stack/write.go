@@ -1,0 +1,129 @@
+package stack
+
+import (
+	"sluice/block"
+	"sluice/throttle"
+)
+
+// Write starts an application write of n bytes at off by group g. It is
+// split into MaxIO pieces, each charged one write I/O and its bytes; each
+// piece is started (Actions.Start, OpWrite) as the throttle admits it, so
+// the device sees the group's rate in steps of at most MaxIO. The request
+// finishes when every piece is written, or, once it has waited
+// Options.MaxWait, with the pieces already started.
+func (s *Stack) Write(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
+	*r = Request{Value: r.Value, dir: throttle.Write, group: g, handle: h, off: off, len: n}
+	s.each(g, func(c *counters) { c.AppWrites++ })
+	for _, pc := range block.Split(off, n, s.opts.MaxIO) {
+		s.queueWrite(now, r, pc.Off, pc.Len, now)
+	}
+	if r.pending == 0 {
+		s.finish(r)
+	} else {
+		s.await(now, r)
+	}
+	return s.release(now)
+}
+
+// queueWrite queues one piece of the write r.
+func (s *Stack) queueWrite(now int64, r *Request, off, n, queuedAt int64) *IO {
+	h := r.handle
+	io := &IO{Op: OpWrite, Dir: throttle.Write, Ino: h.Ino, File: h.File, Off: off, Len: n,
+		Class: throttle.Demand, group: r.group, queuedAt: queuedAt, write: r}
+	io.req = throttle.Request{Group: r.group, Dir: throttle.Write, Bytes: n, IOs: 1, Class: throttle.Demand, Value: io}
+	r.ios = append(r.ios, io)
+	r.pending++
+	s.queue.Push(now, &io.req)
+	return io
+}
+
+// Sync starts an fsync of h's file by group g: one flush I/O, started at
+// once (a flush moves no bytes and is not charged). The request finishes
+// when the driver reports the flush with Wrote.
+func (s *Stack) Sync(now int64, h *Handle, g *throttle.Group, r *Request) Actions {
+	*r = Request{Value: r.Value, dir: throttle.Write, group: g, handle: h}
+	io := &IO{Op: OpFlush, Dir: throttle.Write, Ino: h.Ino, File: h.File, Class: throttle.Demand,
+		group: g, queuedAt: now, write: r, started: true}
+	r.ios = append(r.ios, io)
+	r.pending++
+	s.acts.Start = append(s.acts.Start, io)
+	return s.release(now)
+}
+
+// Wrote reports that the write or flush io finished at now: n bytes were
+// written, and err is the device's error if it failed. Unwritten bytes are
+// refunded; cached pages the piece touched are dropped.
+func (s *Stack) Wrote(now int64, io *IO, n int64, err error) Actions {
+	if io.complete {
+		return s.release(now)
+	}
+	io.complete = true
+	n = min(max(n, 0), io.Len)
+	io.wrote, io.err = n, err
+	if io.Op == OpWrite {
+		if n < io.Len {
+			s.tree.Refund(now, io.group, throttle.Write, io.Len-n)
+		}
+		s.each(io.group, func(c *counters) { c.WBytes += n; c.AppWBytes += n })
+		s.Changed(io.Ino, io.Off, io.Len)
+	}
+	r := io.write
+	if r.done {
+		return s.release(now)
+	}
+	if r.pending--; r.pending == 0 {
+		if r.Size() == 0 && len(r.ios) > 0 && r.ios[0].err != nil {
+			r.Err = r.ios[0].err
+		}
+		s.finish(r)
+	}
+	return s.release(now)
+}
+
+// Changed drops cached pages of file ino in [off, off+n) and the partial
+// page at its old end, after a write that did not go through Write (an
+// unthrottled writer) or any other change of the file's contents.
+func (s *Stack) Changed(ino uint64, off, n int64) {
+	f := s.files[ino]
+	if f == nil || n <= 0 {
+		return
+	}
+	s.drop(f, off/PageSize, (off+n-1)/PageSize)
+	s.forgetEnd(f)
+}
+
+// Truncated drops cached pages of file ino from size on, after a change of
+// its length.
+func (s *Stack) Truncated(ino uint64, size int64) {
+	f := s.files[ino]
+	if f == nil {
+		return
+	}
+	for idx := range f.pages {
+		if idx >= size/PageSize {
+			s.drop(f, idx, idx)
+		}
+	}
+	s.forgetEnd(f)
+}
+
+// Pass accounts a request served without the stack (a group with no limit
+// reading or writing through the kernel's cache or the backing file):
+// app-level and device-level bytes and calls, device I/Os counted per MaxIO
+// piece.
+func (s *Stack) Pass(g *throttle.Group, d throttle.Dir, n int64) {
+	ios := block.Count(n, s.opts.MaxIO)
+	s.each(g, func(c *counters) {
+		if d == throttle.Read {
+			c.AppReads++
+			c.AppRBytes += n
+			c.RBytes += n
+			c.RIOs += ios
+		} else {
+			c.AppWrites++
+			c.AppWBytes += n
+			c.WBytes += n
+			c.WIOs += ios
+		}
+	})
+}
