@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"sluice/device"
 	"sluice/stack"
 	"sluice/throttle"
 )
@@ -453,6 +454,33 @@ func TestInterruptSurvivable(t *testing.T) {
 		}
 		if q := e.Metrics().Queued; q != 0 {
 			t.Fatalf("%d I/Os still queued after the kill", q)
+		}
+	})
+}
+
+// TestWriteErrorPrefix: a write whose third piece fails on the device
+// returns the bytes of the pieces before it, as a short write; a write
+// whose first piece fails returns the device's error.
+func TestWriteErrorPrefix(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("injected")
+		f := &device.Faulty{File: device.NewMem(0), Fail: func(op device.Op, off, n int64) error {
+			if op == device.Write && off >= 256<<10 {
+				return boom
+			}
+			return nil
+		}}
+		e := newEngine(t, Options{Options: stack.Options{MaxIO: 128 << 10}})
+		e.SetLimits("default", throttle.Limits{WIOPS: 10}) // pieces 100 ms apart: one call each
+		g := e.Group("default")
+		h := &stack.Handle{Ino: 1, File: f}
+		n, err := e.Write(context.Background(), h, g, f, make([]byte, MiB), 0)
+		if n != 256<<10 || err != nil {
+			t.Fatalf("write: %d bytes, %v; want the 256 KiB before the failed piece", n, err)
+		}
+		n, err = e.Write(context.Background(), h, g, f, make([]byte, 4096), 512<<10)
+		if n != 0 || err != boom {
+			t.Fatalf("write at the failing offset: %d, %v; want the device's error", n, err)
 		}
 	})
 }

@@ -17,6 +17,7 @@ Usage:
   sluice mount [flags] SOURCE MOUNTPOINT   serve SOURCE on MOUNTPOINT (foreground)
   sluice stat [--json] MOUNTPOINT          per-group counters of a running mount
   sluice set MOUNTPOINT 'GROUP KEY=VALUE...'  change a group's limits live
+  sluice sim [flags] SCENARIO.toml         run a scenario on virtual time
   sluice help [COMMAND]                    this text, or a command's flags
 
 Run 'sluice help mount' for the limit and group syntax.
@@ -41,6 +42,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdStat(rest, stdout, stderr)
 	case "set":
 		err = cmdSet(rest, stdout, stderr)
+	case "sim":
+		err = cmdSim(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		return cmdHelp(rest, stdout, stderr)
 	default:
@@ -75,6 +78,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		fs, _ = statFlags()
 	case "set":
 		fs = setFlags()
+	case "sim":
+		fs, _ = simFlags()
 	default:
 		fmt.Fprintf(stderr, "sluice help: unknown command %q\n", args[0])
 		return 2

@@ -1,0 +1,377 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"sluice/device"
+	"sluice/group"
+	"sluice/stack"
+	"sluice/throttle"
+)
+
+// Scenario is one experiment: devices, groups and their limits, sluice's
+// mount options and fio-like jobs. See scenarios/README.md for the file
+// format.
+type Scenario struct {
+	Name     string   `toml:"name"`
+	Seed     uint64   `toml:"seed"`
+	Duration Duration `toml:"duration"` // stop here at the latest; 0: when every job ends
+	// Compare is the comparison run when the command line gives none,
+	// "KEY=V1,V2,..." as --compare takes it.
+	CompareDefault string `toml:"compare"`
+
+	Mount     Mount       `toml:"mount"`
+	Devices   []Device    `toml:"device"`
+	Groups    []Group     `toml:"group"`
+	Jobs      []Job       `toml:"job"`
+	Published []Published `toml:"published"`
+	Expect    []Expect    `toml:"expect"`
+
+	file string
+	src  string
+}
+
+// Mount holds the `sluice mount` flags that affect policy, and the FUSE
+// round trip the simulator charges each request.
+type Mount struct {
+	MaxIO           Size     `toml:"max-io"`
+	Readahead       *Size    `toml:"readahead"` // 0: off
+	ReadaheadBudget *bool    `toml:"readahead-budget"`
+	Cache           Size     `toml:"cache"`
+	Burst           Duration `toml:"burst"`
+	MaxWait         Duration `toml:"max-wait"`
+	MaxRead         Size     `toml:"max-read"`     // largest FUSE read or write request
+	FuseLatency     Duration `toml:"fuse-latency"` // per FUSE request
+}
+
+// Device is a modelled disk.
+type Device struct {
+	Name       string      `toml:"name"`
+	Bandwidth  Size        `toml:"bandwidth"` // bytes per second
+	Latency    Dist        `toml:"latency"`
+	QueueDepth int         `toml:"queue-depth"`
+	Slow       []Slowdown  `toml:"slow"`
+	Fail       []FaultSpec `toml:"fail"`
+}
+
+// Slowdown multiplies a device's service time within a window.
+type Slowdown struct {
+	At     Duration `toml:"at"`
+	Until  Duration `toml:"until"`
+	Factor float64  `toml:"factor"`
+}
+
+// FaultSpec fails a device's I/Os of one kind within a window.
+type FaultSpec struct {
+	At    Duration `toml:"at"`
+	Until Duration `toml:"until"`
+	Op    Op       `toml:"op"`
+}
+
+// Group is a group and its limits in `sluice set` form ("rbps=1MB").
+type Group struct {
+	Name   string `toml:"name"`
+	Limits string `toml:"limits"`
+}
+
+// Job is a fio job: the fio option names and meanings, numjobs copies.
+type Job struct {
+	Name      string   `toml:"name"`
+	Group     string   `toml:"group"`
+	Device    string   `toml:"device"`
+	RW        string   `toml:"rw"` // read, write, randread, randwrite
+	BS        Size     `toml:"bs"`
+	Size      Size     `toml:"size"`    // bytes of the file each job works on
+	Runtime   Duration `toml:"runtime"` // 0: until size is done
+	NumJobs   int      `toml:"numjobs"`
+	IODepth   int      `toml:"iodepth"`
+	Direct    bool     `toml:"direct"`
+	Fsync     int      `toml:"fsync"` // fsync after every N writes
+	Start     Duration `toml:"start"`
+	Shared    bool     `toml:"shared"`     // the copies share one file (fio's filename=)
+	TimeBased bool     `toml:"time-based"` // loop over the file until runtime
+}
+
+// Published is a figure from the seed's thread, printed beside the
+// simulated one: the job's figure under a configuration of the comparison.
+type Published struct {
+	Config string  `toml:"config"` // the --compare value it stands beside, or "" for every run
+	Job    string  `toml:"job"`
+	Metric string  `toml:"metric"` // bw, iops, clat-max, clat-avg, dev-iops, sync-time
+	Value  float64 `toml:"value"`  // in the metric's unit (KiB/s, IOPS, ms, s)
+	Label  string  `toml:"label"`  // what the seed called it
+}
+
+// Expect is a direction the seed reports, asserted on the results: the
+// metric of job under config A compared with B (or with a bound).
+type Expect struct {
+	Job    string  `toml:"job"`
+	Metric string  `toml:"metric"`
+	A      string  `toml:"a"`     // configuration
+	B      string  `toml:"b"`     // configuration, or "" with Min/Max
+	Ratio  float64 `toml:"ratio"` // A/B must be at most Ratio (when < 1) or at least (when > 1)
+	Min    float64 `toml:"min"`
+	Max    float64 `toml:"max"`
+}
+
+// Size is a byte count written with units ("4k", "1MiB", "10MB").
+type Size int64
+
+func (s *Size) UnmarshalText(b []byte) error {
+	n, err := group.ParseSize(string(b))
+	*s = Size(n)
+	return err
+}
+
+// Duration is a time.Duration written as "100us", "2s".
+type Duration time.Duration
+
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q: want a duration such as 100us or 2s", b)
+	}
+	if v < 0 {
+		return fmt.Errorf("%q: must not be negative", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Dist is a latency distribution (see device.ParseDist).
+type Dist struct{ device.Dist }
+
+func (d *Dist) UnmarshalText(b []byte) error {
+	v, err := device.ParseDist(string(b))
+	d.Dist = v
+	return err
+}
+
+// Op is a device operation kind: read, write or flush.
+type Op struct{ device.Op }
+
+func (o *Op) UnmarshalText(b []byte) error {
+	for _, v := range []device.Op{device.Read, device.Write, device.Flush} {
+		if v.String() == string(b) {
+			o.Op = v
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: want read, write or flush", b)
+}
+
+// Load reads and checks a scenario file. Errors name the file, the line
+// and the field.
+func Load(file string) (*Scenario, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(file, string(b))
+}
+
+// Parse reads a scenario from src; file names it in errors.
+func Parse(file, src string) (*Scenario, error) {
+	sc := &Scenario{file: file, src: src}
+	md, err := toml.Decode(src, sc)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			key := pe.LastKey
+			if key == "" {
+				return nil, fmt.Errorf("%s:%d: %s", file, pe.Position.Line, pe.Message)
+			}
+			return nil, fmt.Errorf("%s:%d: %s: %s", file, pe.Position.Line, key, pe.Message)
+		}
+		return nil, fmt.Errorf("%s: %v", file, err)
+	}
+	if u := md.Undecoded(); len(u) > 0 {
+		k := u[0]
+		return nil, sc.errAt(k, "unknown field %q", k[len(k)-1])
+	}
+	if err := sc.check(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// errAt formats an error about the field at key path k, with its line.
+func (sc *Scenario) errAt(k toml.Key, format string, a ...any) error {
+	return fmt.Errorf("%s:%d: %s: %s", sc.file, sc.line(k), keyString(k), fmt.Sprintf(format, a...))
+}
+
+func keyString(k toml.Key) string { return strings.Join(k, ".") }
+
+// line finds the line of key path k: a path through arrays of tables is
+// given as (table, index, key), e.g. ("job", "2", "bs").
+func (sc *Scenario) line(k toml.Key) int {
+	lines := strings.Split(sc.src, "\n")
+	from, table, idx := 0, "", -1
+	rest := []string(k)
+	if len(k) >= 2 {
+		if i, err := strconv.Atoi(k[1]); err == nil {
+			table, idx, rest = k[0], i, k[2:]
+		} else {
+			table, rest = k[0], k[1:]
+		}
+	}
+	if table != "" {
+		seen := -1
+		hdr := regexp.MustCompile(`^\s*\[\[?\s*` + regexp.QuoteMeta(table) + `\s*\]\]?\s*(#.*)?$`)
+		for i, l := range lines {
+			if hdr.MatchString(l) {
+				seen++
+				if idx < 0 || seen == idx {
+					from = i
+					break
+				}
+			}
+		}
+	}
+	if len(rest) == 0 {
+		return from + 1
+	}
+	key := regexp.MustCompile(`^\s*"?` + regexp.QuoteMeta(rest[len(rest)-1]) + `"?\s*=`)
+	for i := from; i < len(lines); i++ {
+		if key.MatchString(lines[i]) {
+			return i + 1
+		}
+	}
+	return from + 1
+}
+
+func jobKey(i int, field string) toml.Key { return toml.Key{"job", strconv.Itoa(i), field} }
+
+// check validates what the decoder cannot: names, references, ranges.
+func (sc *Scenario) check() error {
+	if len(sc.Devices) == 0 {
+		sc.Devices = []Device{{Name: "disk", Bandwidth: 500 << 20, Latency: Dist{device.Dist{Kind: "const", A: 100 * time.Microsecond}}, QueueDepth: 32}}
+	}
+	devs := map[string]bool{}
+	for i, d := range sc.Devices {
+		k := func(f string) toml.Key { return toml.Key{"device", strconv.Itoa(i), f} }
+		switch {
+		case d.Name == "":
+			return sc.errAt(k("name"), "every device needs a name")
+		case devs[d.Name]:
+			return sc.errAt(k("name"), "device %q defined twice", d.Name)
+		case d.Bandwidth < 0:
+			return sc.errAt(k("bandwidth"), "must not be negative")
+		case d.QueueDepth < 0:
+			return sc.errAt(k("queue-depth"), "must not be negative")
+		}
+		for _, s := range d.Slow {
+			if s.Factor <= 0 || s.Until <= s.At {
+				return sc.errAt(k("slow"), "want factor > 0 and until after at")
+			}
+		}
+		devs[d.Name] = true
+	}
+	groups := map[string]bool{}
+	for i, g := range sc.Groups {
+		k := func(f string) toml.Key { return toml.Key{"group", strconv.Itoa(i), f} }
+		if throttle.Clean(g.Name) == "" {
+			return sc.errAt(k("name"), "every group needs a name")
+		}
+		if _, err := sc.limits(g); err != nil {
+			return sc.errAt(k("limits"), "%v", err)
+		}
+		groups[throttle.Clean(g.Name)] = true
+	}
+	names := map[string]bool{}
+	for i, j := range sc.Jobs {
+		switch {
+		case j.Name == "":
+			return sc.errAt(jobKey(i, "name"), "every job needs a name")
+		case names[j.Name]:
+			return sc.errAt(jobKey(i, "name"), "job %q defined twice", j.Name)
+		case !slices.Contains([]string{"read", "write", "randread", "randwrite"}, j.RW):
+			return sc.errAt(jobKey(i, "rw"), "%q: want read, write, randread or randwrite", j.RW)
+		case j.BS <= 0:
+			return sc.errAt(jobKey(i, "bs"), "want a positive block size such as 4k")
+		case j.Size <= 0:
+			return sc.errAt(jobKey(i, "size"), "want the file size, such as 1GiB")
+		case j.NumJobs < 0:
+			return sc.errAt(jobKey(i, "numjobs"), "must not be negative")
+		case j.IODepth < 0:
+			return sc.errAt(jobKey(i, "iodepth"), "must not be negative")
+		case j.Fsync < 0:
+			return sc.errAt(jobKey(i, "fsync"), "must not be negative")
+		case j.Group == "":
+			return sc.errAt(jobKey(i, "group"), "every job runs in a group")
+		case j.Device != "" && !devs[j.Device]:
+			return sc.errAt(jobKey(i, "device"), "no device %q", j.Device)
+		}
+		names[j.Name] = true
+	}
+	if len(sc.Jobs) == 0 {
+		return fmt.Errorf("%s: no [[job]]: a scenario needs at least one", sc.file)
+	}
+	if _, err := sc.options(); err != nil {
+		return fmt.Errorf("%s:%d: mount: %v", sc.file, sc.line(toml.Key{"mount"}), err)
+	}
+	if sc.CompareDefault != "" {
+		key, vals, err := ParseCompare(sc.CompareDefault)
+		if err == nil {
+			for _, v := range vals {
+				if err = sc.clone().Set(key, v); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return sc.errAt(toml.Key{"compare"}, "%v", strings.TrimPrefix(err.Error(), "--compare "))
+		}
+	}
+	return nil
+}
+
+func (sc *Scenario) limits(g Group) (throttle.Limits, error) {
+	if strings.TrimSpace(g.Limits) == "" {
+		return throttle.Limits{}, nil
+	}
+	spec, err := group.ParseLimit("x " + g.Limits)
+	if err != nil {
+		return throttle.Limits{}, err
+	}
+	var l throttle.Limits
+	for _, f := range []struct {
+		p *int64
+		v **int64
+	}{{&l.RBPS, &spec.RBPS}, {&l.WBPS, &spec.WBPS}, {&l.RIOPS, &spec.RIOPS}, {&l.WIOPS, &spec.WIOPS}} {
+		if *f.v != nil {
+			*f.p = **f.v
+		}
+	}
+	return l, nil
+}
+
+// options returns the stack options the mount section asks for.
+func (sc *Scenario) options() (stack.Options, error) {
+	m := sc.Mount
+	o := stack.Options{
+		MaxIO: int64(m.MaxIO), CacheBytes: int64(m.Cache),
+		Burst: time.Duration(m.Burst), MaxWait: time.Duration(m.MaxWait),
+	}
+	if m.Readahead != nil {
+		o.Readahead = int64(*m.Readahead)
+		if o.Readahead == 0 {
+			o.NoReadahead = true
+			o.Readahead = 128 << 10
+		}
+	}
+	if m.ReadaheadBudget != nil {
+		o.NoReadaheadBudget = !*m.ReadaheadBudget
+	}
+	o.EnsureDefaults()
+	return o, o.Validate()
+}

@@ -1,0 +1,173 @@
+package sim
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runAll runs a scenario with its own comparison and renders everything a
+// user sees.
+func runAll(t testing.TB, sc *Scenario) ([]*Result, string) {
+	key, vals := "", []string(nil)
+	if sc.CompareDefault != "" {
+		var err error
+		if key, vals, err = ParseCompare(sc.CompareDefault); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := RunCompare(sc, key, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for _, r := range runs {
+		r.Write(&b)
+	}
+	WriteComparison(&b, sc, runs)
+	WriteCSV(&b, runs)
+	return runs, b.String()
+}
+
+func shipped(t testing.TB) []string {
+	files, err := filepath.Glob("../scenarios/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no shipped scenarios: %v", err)
+	}
+	return files
+}
+
+// TestShippedScenarios: every scenario in scenarios/ loads, runs, and shows
+// the direction its seed reports (its [[expect]] entries, asserted on the
+// results); run twice, it prints the same bytes.
+func TestShippedScenarios(t *testing.T) {
+	for _, f := range shipped(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			sc, err := Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sc.Expect) == 0 {
+				t.Fatalf("%s asserts nothing: add [[expect]]", f)
+			}
+			runs, out := runAll(t, sc)
+			for _, bad := range Check(sc, runs) {
+				t.Error(bad)
+			}
+			sc2, _ := Load(f)
+			if _, again := runAll(t, sc2); again != out {
+				t.Errorf("a second run printed different output")
+			}
+		})
+	}
+}
+
+// TestReadaheadBudgetDirection: seed 000's claim on the simulator, beyond
+// the scenario's own bounds: with the budget, the worst read waits about
+// one page at the limit (4 KiB at 1 MB/s is 4.1 ms), without it a whole
+// readahead window (128 KiB: 131 ms); both hold the rate.
+func TestReadaheadBudgetDirection(t *testing.T) {
+	sc, err := Load("../scenarios/000-readahead-1MBps.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Jobs[0].Runtime = Duration(30 * time.Second)
+	runs, err := RunCompare(sc, "readahead-budget", []string{"off", "on"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, on := runs[0].Jobs[0], runs[1].Jobs[0]
+	if on.Clat.Max > int64(10*time.Millisecond) || off.Clat.Max < int64(100*time.Millisecond) {
+		t.Errorf("clat max: budget on %v, off %v; want on under 10ms, off over 100ms",
+			time.Duration(on.Clat.Max), time.Duration(off.Clat.Max))
+	}
+	for _, j := range []JobResult{off, on} {
+		if r := j.BW() / 1e6; r < 0.97 || r > 1.01 {
+			t.Errorf("achieved %.3f of 1 MB/s", r)
+		}
+	}
+}
+
+// TestBadScenario: a scenario error names the file, the line and the field.
+func TestBadScenario(t *testing.T) {
+	const good = `name = "x"
+[[group]]
+name = "g"
+limits = "rbps=1MiB"
+
+[[job]]
+name = "a"
+group = "g"
+rw = "read"
+bs = "4k"
+size = "1MiB"
+`
+	for _, tc := range []struct {
+		name, from, to, want string
+	}{
+		{"bad size", `bs = "4k"`, `bs = "4q"`, "x.toml:10: job.bs:"},
+		{"bad rw", `rw = "read"`, `rw = "sideways"`, `x.toml:9: job.0.rw: "sideways": want read, write, randread or randwrite`},
+		{"unknown field", `size = "1MiB"`, "size = \"1MiB\"\nspeed = 3", `x.toml:12: job.speed: unknown field "speed"`},
+		{"bad limit", `limits = "rbps=1MiB"`, `limits = "rbps=fast"`, "x.toml:4: group.0.limits:"},
+		{"syntax", `name = "x"`, `name = x`, "x.toml:1:"},
+		{"no device", `group = "g"`, "group = \"g\"\ndevice = \"nvme\"", `x.toml:9: job.0.device: no device "nvme"`},
+		{"bad latency", `[[group]]`, "[[device]]\nname = \"d\"\nlatency = \"gauss(1ms)\"\n[[group]]", "x.toml:4: device.latency:"},
+		{"bad compare", `name = "x"`, "name = \"x\"\ncompare = \"speed=1,2\"", "x.toml:2: compare: speed: unknown key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(good, tc.from, tc.to, 1)
+			_, err := Parse("x.toml", src)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v; want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Parse("x.toml", good); err != nil {
+		t.Fatalf("the good scenario: %v", err)
+	}
+}
+
+// TestSiblingShare: siblings reading 1 MiB and 4 KiB blocks under a
+// saturated parent each get half of it within 10 %; with readahead sized
+// to the parent's raw credit instead of the group's share, the small
+// reader got one page per large piece (about 1:30).
+func TestSiblingShare(t *testing.T) {
+	sc, err := Load("../scenarios/sibling-share.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := 10.0 * (1 << 20) / 2
+	for _, j := range res.Jobs {
+		if r := j.BW() / half; r < 0.9 || r > 1.1 {
+			t.Errorf("%s got %.3f of half the parent", j.Name, r)
+		}
+	}
+}
+
+// BenchmarkSpeed reports how much faster than real time each shipped
+// scenario runs (virtual seconds per wall second).
+func BenchmarkSpeed(b *testing.B) {
+	for _, f := range shipped(b) {
+		b.Run(filepath.Base(f), func(b *testing.B) {
+			sc, err := Load(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var virtual int64
+			start := time.Now()
+			for b.Loop() {
+				runs, _ := runAll(b, sc)
+				for _, r := range runs {
+					virtual += r.End
+				}
+			}
+			b.ReportMetric(float64(virtual)/float64(time.Since(start)), "x-realtime")
+		})
+	}
+}
