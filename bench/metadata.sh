@@ -108,8 +108,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 echo
-python3 - "$RES" "$PATHS" "$ROUNDS" "$PHASES" "$FILES" "$DIRS" "$THREADS" <<'EOF'
+PYTHONPATH="$(dirname "$0")" python3 - "$RES" "$PATHS" "$ROUNDS" "$PHASES" "$FILES" "$DIRS" "$THREADS" <<'EOF'
 import json, os, statistics, sys
+
+from table import table
 
 res, paths, rounds, phases = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4].split()
 files, dirs, threads = sys.argv[5:8]
@@ -133,12 +135,6 @@ for p in paths:
             val[p, ph] = statistics.median(vs)
             spread[p, ph] = (min(vs), max(vs))
 
-def table(rows):
-    w = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for k, r in enumerate(rows):
-        print(" | ".join(str(x).ljust(w[i]) if i == 0 else str(x).rjust(w[i]) for i, x in enumerate(r)))
-        if k == 0:
-            print("-+-".join("-" * x for x in w))
 
 def ratio(ph, num, den):
     if (num, ph) in failed or (den, ph) in failed:

@@ -106,8 +106,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 echo
-python3 - "$RES" "$RT" "$PATHS" "$ROUNDS" <<'EOF'
+PYTHONPATH="$(dirname "$0")" python3 - "$RES" "$RT" "$PATHS" "$ROUNDS" <<'EOF'
 import json, os, statistics, sys
+
+from table import table
 
 res, rt, paths, rounds = sys.argv[1], sys.argv[2], sys.argv[3].split(), int(sys.argv[4])
 cases = {
@@ -138,12 +140,6 @@ for p in paths:
             val[p, c] = statistics.median(vs)
             spread[p, c] = (min(vs), max(vs))
 
-def table(rows):
-    w = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for k, r in enumerate(rows):
-        print(" | ".join(str(x).ljust(w[i]) if i == 0 else str(x).rjust(w[i]) for i, x in enumerate(r)))
-        if k == 0:
-            print("-+-".join("-" * x for x in w))
 
 shown = [p for p in paths if any((p, c) in val for c in cases)]
 print(f"unthrottled reads, one test file, caches dropped before each run (runtime cap {rt}s)")

@@ -78,14 +78,6 @@ func (d Dist) String() string {
 	return d.A.String()
 }
 
-// Mean returns the distribution's mean.
-func (d Dist) Mean() time.Duration {
-	if d.Kind == "uniform" {
-		return (d.A + d.B) / 2
-	}
-	return d.A
-}
-
 // Sample draws a duration in nanoseconds.
 func (d Dist) Sample(r *rand.Rand) int64 {
 	switch d.Kind {

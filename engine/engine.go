@@ -148,12 +148,14 @@ func (e *Engine) Forget(ino uint64) {
 	e.mu.Unlock()
 }
 
-// waiter is a request's Value: what wakes its goroutine, and for a write
-// the data its pieces take their bytes from.
+// waiter is a request's Value: what wakes its goroutine, for a write the
+// data its pieces take their bytes from and the file they go to, for a
+// sync the file to flush.
 type waiter struct {
 	done chan struct{}
 	data []byte
 	w    WriterAt
+	sync Syncer
 }
 
 // Read reads into dst at off through h for group g: from sluice's cache,
@@ -212,7 +214,7 @@ func (f SyncFunc) Sync() error { return f() }
 // the stack sees like any other device I/O. It is not interrupted: once
 // started, a flush runs to its end.
 func (e *Engine) Sync(h *stack.Handle, g *throttle.Group, w Syncer) error {
-	r := &stack.Request{Value: &waiter{done: make(chan struct{}), w: syncOnly{w}}}
+	r := &stack.Request{Value: &waiter{done: make(chan struct{}), sync: w}}
 	e.mu.Lock()
 	a := e.st.Sync(e.now(), h, g, r)
 	e.mu.Unlock()
@@ -220,11 +222,6 @@ func (e *Engine) Sync(h *stack.Handle, g *throttle.Group, w Syncer) error {
 	<-r.Value.(*waiter).done
 	return r.Err
 }
-
-// syncOnly carries a Syncer where a waiter holds a WriterAt.
-type syncOnly struct{ Syncer }
-
-func (syncOnly) WriteAt([]byte, int64) (int, error) { return 0, errors.New("engine: write to a flush") }
 
 // wait blocks until r is done, or ctx is cancelled for a caller that is
 // being killed (EINTR).
@@ -360,7 +357,7 @@ func (e *Engine) write(ios []*stack.IO) {
 
 // flush performs an fsync for the stack.
 func (e *Engine) flush(io *stack.IO) {
-	err := io.Request().Value.(*waiter).w.(syncOnly).Sync()
+	err := io.Request().Value.(*waiter).sync.Sync()
 	e.mu.Lock()
 	a := e.st.Wrote(e.now(), io, 0, err)
 	e.mu.Unlock()

@@ -145,13 +145,11 @@ func limit(t *testing.T, s string) group.LimitSpec {
 	return l
 }
 
-// mount serves a fresh source directory and returns it, the mount point
-// and the file system. Unmounted when the test ends.
-func mount(t *testing.T, opts Options) (src, mnt string, f *FS) {
+// mountDirs makes a test directory holding empty src and mnt directories,
+// reachable by other users (tests run shells and readers as them).
+func mountDirs(t *testing.T) (dir, src, mnt string) {
 	t.Helper()
-	needFUSE(t)
-	dir := t.TempDir()
-	// Let other users reach the mount (TestOwner runs a shell as one).
+	dir = t.TempDir()
 	os.Chmod(dir, 0o755)
 	os.Chmod(filepath.Dir(dir), 0o755)
 	src, mnt = filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
@@ -160,6 +158,15 @@ func mount(t *testing.T, opts Options) (src, mnt string, f *FS) {
 			t.Fatal(err)
 		}
 	}
+	return dir, src, mnt
+}
+
+// mount serves a fresh source directory and returns it, the mount point
+// and the file system. Unmounted when the test ends.
+func mount(t *testing.T, opts Options) (src, mnt string, f *FS) {
+	t.Helper()
+	needFUSE(t)
+	_, src, mnt = mountDirs(t)
 	if opts.Source == "" {
 		opts.Source = src
 	} else {

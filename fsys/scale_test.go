@@ -132,16 +132,7 @@ func sluiceMount(t *testing.T, args ...string) (src, mnt string, proc *os.Proces
 	t.Helper()
 	needFUSE(t)
 	bin := sluiceBinary(t)
-	dir := t.TempDir()
-	// Let other users reach the mount.
-	os.Chmod(dir, 0o755)
-	os.Chmod(filepath.Dir(dir), 0o755)
-	src, mnt = filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
-	for _, d := range []string{src, mnt} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, src, mnt := mountDirs(t)
 	logPath := filepath.Join(dir, "sluice.log")
 	logf, err := os.Create(logPath)
 	if err != nil {

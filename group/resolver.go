@@ -126,65 +126,60 @@ func (r *Resolver) Groups(now int64, tid uint32) []uint32 {
 	if tid == 0 || tid > math.MaxInt32 {
 		return nil
 	}
-	r.mu.Lock()
-	e, ok := r.groups[int32(tid)]
-	r.mu.Unlock()
-	if ok && r.fresh(now, e.at) {
-		return e.v
-	}
 	read := r.ReadGroups
 	if read == nil {
 		read = ReadGroups
 	}
-	gs, err := read(int32(tid))
-	if err != nil {
-		gs = nil
-	}
-	r.mu.Lock()
-	r.groups = store(r, r.groups, int32(tid), entry[[]uint32]{gs, now}, now)
-	r.mu.Unlock()
-	return gs
+	return cached(r, &r.groups, int32(tid), now, func(tid int32) []uint32 {
+		gs, err := read(tid)
+		if err != nil {
+			return nil
+		}
+		return gs
+	})
 }
 
 // tgid returns the process of thread tid, or 0 if it cannot be read.
 func (r *Resolver) tgid(now int64, tid int32) int32 {
-	r.mu.Lock()
-	e, ok := r.tgids[tid]
-	r.mu.Unlock()
-	if ok && r.fresh(now, e.at) {
-		return e.v
-	}
 	read := r.ReadTgid
 	if read == nil {
 		read = Tgid
 	}
-	pid, err := read(tid)
-	if err != nil {
-		pid = 0
-	}
-	r.mu.Lock()
-	r.tgids = store(r, r.tgids, tid, entry[int32]{pid, now}, now)
-	r.mu.Unlock()
-	return pid
+	return cached(r, &r.tgids, tid, now, func(tid int32) int32 {
+		pid, err := read(tid)
+		if err != nil {
+			return 0
+		}
+		return pid
+	})
 }
 
 // procFacts returns what is known about process pid.
 func (r *Resolver) procFacts(now int64, pid int32) Facts {
-	r.mu.Lock()
-	e, ok := r.facts[pid]
-	r.mu.Unlock()
-	if ok && r.fresh(now, e.at) {
-		return e.v
-	}
 	read := r.ReadFacts
 	if read == nil {
 		read = ReadFacts
 	}
-	f, _ := read(pid, r.need) // partial facts classify as well as they can
+	return cached(r, &r.facts, pid, now, func(pid int32) Facts {
+		f, _ := read(pid, r.need) // partial facts classify as well as they can
+		return f
+	})
+}
+
+// cached returns (*m)[key] while it is fresh at now; otherwise it reads
+// the value anew, outside the lock, and stores it.
+func cached[T any](r *Resolver, m *map[int32]entry[T], key int32, now int64, read func(int32) T) T {
 	r.mu.Lock()
-	r.facts = store(r, r.facts, pid, entry[Facts]{f, now}, now)
+	e, ok := (*m)[key]
 	r.mu.Unlock()
-	return f
+	if ok && r.fresh(now, e.at) {
+		return e.v
+	}
+	v := read(key)
+	r.mu.Lock()
+	*m = store(r, *m, key, entry[T]{v, now}, now)
+	r.mu.Unlock()
+	return v
 }
 
 func (r *Resolver) ttl() int64 {

@@ -72,7 +72,7 @@ func (s *Stack) Wrote(now int64, io *IO, n int64, err error) Actions {
 		return s.release(now)
 	}
 	if r.pending--; r.pending == 0 {
-		if r.Size() == 0 && len(r.ios) > 0 && r.ios[0].err != nil {
+		if r.Err == nil && r.Size() == 0 && len(r.ios) > 0 && r.ios[0].err != nil {
 			r.Err = r.ios[0].err
 		}
 		s.finish(r)
