@@ -8,7 +8,7 @@ import (
 
 // Set changes one [mount] key of the scenario, as --compare does:
 // max-io, readahead, readahead-budget (on/off), cache, burst, max-wait,
-// max-read, fuse-latency.
+// max-read, fuse-latency, write-throttle, dirty-limit.
 func (sc *Scenario) Set(key, value string) error {
 	m := &sc.Mount
 	var err error
@@ -39,8 +39,12 @@ func (sc *Scenario) Set(key, value string) error {
 		err = m.MaxRead.UnmarshalText([]byte(value))
 	case "fuse-latency":
 		err = m.FuseLatency.UnmarshalText([]byte(value))
+	case "write-throttle":
+		m.WriteThrottle = value
+	case "dirty-limit":
+		err = m.DirtyLimit.UnmarshalText([]byte(value))
 	default:
-		return fmt.Errorf("--compare %s: unknown key; want one of max-io, readahead, readahead-budget, cache, burst, max-wait, max-read, fuse-latency", key)
+		return fmt.Errorf("--compare %s: unknown key; want one of max-io, readahead, readahead-budget, cache, burst, max-wait, max-read, fuse-latency, write-throttle, dirty-limit", key)
 	}
 	if err != nil {
 		return fmt.Errorf("--compare %s=%s: %v", key, value, err)

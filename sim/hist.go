@@ -12,7 +12,7 @@ type hist struct {
 	n          int64
 	min, max   int64
 	sum, sumSq float64
-	buckets    map[int]int64
+	buckets    []int64
 }
 
 func bucketOf(v int64) int {
@@ -33,17 +33,26 @@ func lowOf(b int) int64 {
 	return m << (e - 6)
 }
 
-func (h *hist) add(v int64) {
-	if h.buckets == nil {
-		h.buckets = make(map[int]int64)
+func (h *hist) add(v int64) { h.addN(v, 1) }
+
+// addN adds n samples of v.
+func (h *hist) addN(v, n int64) {
+	if n <= 0 {
+		return
+	}
+	if h.n == 0 {
 		h.min = v
 	}
-	h.n++
+	h.n += n
 	h.min, h.max = min(h.min, v), max(h.max, v)
 	f := float64(v)
-	h.sum += f
-	h.sumSq += f * f
-	h.buckets[bucketOf(v)]++
+	h.sum += f * float64(n)
+	h.sumSq += f * f * float64(n)
+	b := bucketOf(v)
+	for len(h.buckets) <= b {
+		h.buckets = append(h.buckets, 0)
+	}
+	h.buckets[b] += n
 }
 
 func (h *hist) mean() float64 {
@@ -69,12 +78,8 @@ func (h *hist) pct(p float64) int64 {
 		return 0
 	}
 	rank := int64(math.Ceil(p / 100 * float64(h.n)))
-	last := 0
-	for b := range h.buckets {
-		last = max(last, b)
-	}
 	var seen int64
-	for b := 0; b <= last; b++ {
+	for b := range h.buckets {
 		seen += h.buckets[b]
 		if seen >= rank {
 			return min(max(lowOf(b), h.min), h.max)

@@ -92,8 +92,8 @@ func (r *runner) result() *Result {
 		res.Devices = append(res.Devices, DeviceResult{Name: d.Name, ModelStats: d.Stats})
 	}
 	n := int(r.now/bucket) + 1
-	for _, name := range r.order {
-		s := append([]int64(nil), r.series[name]...)
+	for i, name := range r.names {
+		s := append([]int64(nil), r.series[i]...)
 		for len(s) < n {
 			s = append(s, 0)
 		}
@@ -128,12 +128,19 @@ func (res *Result) Write(w io.Writer) {
 		fmt.Fprintf(w, "== %s\n", res.Config)
 	}
 	for _, j := range res.Jobs {
-		fmt.Fprintf(w, "%s: (jobs=%d): group=%s rw=%s bs=%s\n", j.Name, j.Copies, j.Group, j.RW, group.FormatSize(j.BS))
+		if j.RW == "sync" {
+			fmt.Fprintf(w, "%s: (jobs=%d): group=%s rw=sync\n", j.Name, j.Copies, j.Group)
+			fmt.Fprintf(w, "  sync: calls=%d\n", j.IOs)
+		} else {
+			fmt.Fprintf(w, "%s: (jobs=%d): group=%s rw=%s bs=%s\n", j.Name, j.Copies, j.Group, j.RW, group.FormatSize(j.BS))
+		}
 		dir := "read"
 		if strings.Contains(j.RW, "write") {
 			dir = "write"
 		}
-		fmt.Fprintf(w, "  %s: IOPS=%.0f, BW=%s(%s/%dmsec)\n", dir, j.IOPS(), bw(j.BW()), group.FormatSize(j.Bytes), j.RuntimeNs/1e6)
+		if j.RW != "sync" {
+			fmt.Fprintf(w, "  %s: IOPS=%.0f, BW=%s(%s/%dmsec)\n", dir, j.IOPS(), bw(j.BW()), group.FormatSize(j.Bytes), j.RuntimeNs/1e6)
+		}
 		c := j.Clat
 		fmt.Fprintf(w, "    clat (usec): min=%s, max=%s, avg=%s, stdev=%s\n", us(float64(c.Min)), us(float64(c.Max)), us(c.Avg), us(c.Stdev))
 		fmt.Fprintf(w, "    clat percentiles (usec): 50.00th=%s, 99.00th=%s, 99.90th=%s\n", us(float64(c.P50)), us(float64(c.P99)), us(float64(c.P999)))
@@ -239,6 +246,9 @@ func WriteComparison(w io.Writer, sc *Scenario, runs []*Result) {
 	metrics := []string{"bw", "iops", "clat-avg", "clat-p99", "clat-max"}
 	for _, j := range runs[0].Jobs {
 		for _, m := range metrics {
+			if j.RW == "sync" && (m == "bw" || m == "iops") {
+				continue // a sync moves no bytes of its own
+			}
 			fmt.Fprintf(tw, "%s\t%s (%s)\t", j.Name, m, metricUnit[m])
 			for _, res := range runs {
 				v, _ := res.Figure(j.Name, m)

@@ -8,7 +8,6 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -24,25 +23,74 @@ const bucket = int64(100 * time.Millisecond)
 // zeroPage stands for every page's contents.
 var zeroPage = make([]byte, stack.PageSize)
 
+// kind is what an event does.
+type kind uint8
+
+const (
+	evJob    kind = iota // a job starts its threads
+	evSubmit             // a FUSE request (or sync) reaches sluice
+	evReply              // its answer reaches the caller
+	evDevice             // a device I/O completes
+	evWake               // the stack's wake-up
+	evNext               // a thread goes on after a batch of cached reads
+)
+
+// event is one entry of the run's timeline, ordered by (at, seq). Events
+// are values in a hand-rolled heap: no closure or allocation per event.
 type event struct {
-	at  int64
-	seq uint64
-	fn  func()
+	at   int64
+	seq  uint64
+	kind kind
+	c    *call
+	t    *thread
+	j    *jobRun
+	io   *stack.IO
+	err  error
+	n    int64
 }
 
-type events []*event
+type events []event
 
-func (e events) Len() int { return len(e) }
-func (e events) Less(i, j int) bool {
-	return e[i].at < e[j].at || e[i].at == e[j].at && e[i].seq < e[j].seq
+func (q events) less(i, j int) bool {
+	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].seq < q[j].seq
 }
-func (e events) Swap(i, j int) { e[i], e[j] = e[j], e[i] }
-func (e *events) Push(x any)   { *e = append(*e, x.(*event)) }
-func (e *events) Pop() any {
-	old := *e
-	x := old[len(old)-1]
-	*e = old[:len(old)-1]
-	return x
+
+func (q *events) push(e event) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *events) pop() event {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h[n] = event{}
+	h = h[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && h.less(l, m) {
+			m = l
+		}
+		if r := l + 1; r < n && h.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
 }
 
 // file is a simulated backing file: its size and device.
@@ -50,7 +98,9 @@ type file struct {
 	ino  uint64
 	size int64
 	dev  *device.Model
+	devi int // index of dev, and of its series
 	name string
+	wb   *stack.Handle // the kernel flusher's handle (write-throttle=writeback)
 }
 
 // thread is one copy of a job (fio's numjobs).
@@ -69,6 +119,7 @@ type thread struct {
 type jobRun struct {
 	Job
 	g       *throttle.Group
+	series  int // index of the group's series
 	threads []*thread
 	bytes   int64
 	ios     int64
@@ -77,6 +128,36 @@ type jobRun struct {
 	first   int64
 	last    int64
 	end     int64 // runtime end, absolute
+}
+
+// op is what a call asks of sluice.
+type op uint8
+
+const (
+	opRead  op = iota
+	opWrite    // through sluice's write path (write-throttle=write)
+	opDirty    // into the kernel's page cache (write-throttle=writeback)
+	opFsync
+	opSync    // sync(2): every device, after the dirty data of every group
+	opFlush   // the kernel flusher writing back dirty data
+	opDevSync // one device's flush for a sync
+)
+
+// call is one application request in flight, sent to sluice as FUSE
+// requests of at most max-read bytes; it is reused once answered.
+type call struct {
+	t       *thread
+	op      op
+	off, n  int64 // the application request
+	done    int64 // bytes answered so far
+	part    int64 // bytes asked by the FUSE request in flight
+	got     int64 // bytes the last answer delivered
+	start   int64
+	pending int           // sync: device flushes outstanding
+	parent  *call         // a sync's device flush: the sync
+	h       *stack.Handle // the kernel's own calls: the file's handle
+	wb      *writeback    // opFlush: whose dirty data it writes
+	req     stack.Request
 }
 
 type runner struct {
@@ -89,18 +170,36 @@ type runner struct {
 	wakeAt  int64
 	devs    map[string]*device.Model
 	devList []*device.Model
+	devFile []*stack.Handle // per device, the handle a sync flushes
 	jobs    []*jobRun
 	files   []*file
 	stop    int64
 	fuseLat int64
 	maxRead int64
-	series  map[string][]int64 // per series name, bytes per bucket
-	order   []string
+	free    []*call
+	pages   [][]byte
+	names   []string  // series names, in order
+	series  [][]int64 // per series, bytes per bucket
+	kernel  kernel
 }
 
-func (r *runner) at(t int64, fn func()) {
+func (r *runner) push(e event) {
 	r.seq++
-	heap.Push(&r.q, &event{at: t, seq: r.seq, fn: fn})
+	e.seq = r.seq
+	r.q.push(e)
+}
+
+func (r *runner) newCall(t *thread, o op, off, n int64) *call {
+	var c *call
+	if k := len(r.free); k > 0 {
+		c = r.free[k-1]
+		r.free = r.free[:k-1]
+	} else {
+		c = new(call)
+		c.req.Value = c
+	}
+	c.t, c.op, c.off, c.n, c.done, c.part, c.got, c.start, c.pending, c.parent, c.h, c.wb = t, o, off, n, 0, 0, 0, r.now, 0, nil, nil, nil
+	return c
 }
 
 // Run runs sc and returns its result.
@@ -113,13 +212,14 @@ func Run(sc *Scenario) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{sc: sc, opts: opts, st: st, wakeAt: -1, devs: map[string]*device.Model{}, series: map[string][]int64{}}
+	r := &runner{sc: sc, opts: opts, st: st, wakeAt: -1, devs: map[string]*device.Model{}}
 	r.stop = int64(sc.Duration)
 	r.fuseLat = int64(sc.Mount.FuseLatency)
 	r.maxRead = int64(sc.Mount.MaxRead)
 	if r.maxRead == 0 {
 		r.maxRead = 1 << 20
 	}
+	r.kernel.init(sc)
 	for i, d := range sc.Devices {
 		m := &device.Model{Name: d.Name, Bandwidth: int64(d.Bandwidth), Latency: d.Latency.Dist, QueueDepth: d.QueueDepth}
 		if m.Latency.Kind == "" {
@@ -134,6 +234,8 @@ func Run(sc *Scenario) (*Result, error) {
 		m.Seed(sc.Seed*1000 + uint64(i))
 		r.devs[d.Name] = m
 		r.devList = append(r.devList, m)
+		f := &file{ino: 1<<62 + uint64(i), dev: m, devi: i, name: d.Name}
+		r.devFile = append(r.devFile, &stack.Handle{Ino: f.ino, File: f})
 		r.track("device " + d.Name)
 	}
 	for _, g := range sc.Groups {
@@ -142,16 +244,19 @@ func Run(sc *Scenario) (*Result, error) {
 	}
 	for ji, j := range sc.Jobs {
 		jr := &jobRun{Job: j, g: r.st.Group(j.Group)}
-		r.track("group " + jr.g.Path())
-		dev := r.devList[0]
-		if j.Device != "" {
-			dev = r.devs[j.Device]
+		jr.series = r.track("group " + jr.g.Path())
+		devi := 0
+		for i, d := range sc.Devices {
+			if d.Name == j.Device {
+				devi = i
+			}
 		}
+		dev := r.devList[devi]
 		var shared *file
 		for k := range max(j.NumJobs, 1) {
 			f := shared
 			if f == nil {
-				f = &file{ino: uint64(len(r.files) + 1), dev: dev, name: fmt.Sprintf("%s.%d", j.Name, k)}
+				f = &file{ino: uint64(len(r.files) + 1), dev: dev, devi: devi, name: fmt.Sprintf("%s.%d", j.Name, k)}
 				if j.RW == "read" || j.RW == "randread" {
 					f.size = int64(j.Size)
 				}
@@ -169,41 +274,61 @@ func Run(sc *Scenario) (*Result, error) {
 		if j.Runtime > 0 {
 			jr.end = start + int64(j.Runtime)
 		}
-		r.at(start, func() {
-			for _, t := range jr.threads {
-				for range max(j.IODepth, 1) {
-					r.next(t)
-				}
-			}
-		})
+		r.push(event{at: start, kind: evJob, j: jr})
 	}
-	for r.q.Len() > 0 {
-		ev := heap.Pop(&r.q).(*event)
+	for len(r.q) > 0 {
+		ev := r.q.pop()
 		if r.stop > 0 && ev.at > r.stop {
 			r.now = r.stop
 			break
 		}
 		r.now = ev.at
-		ev.fn()
+		switch ev.kind {
+		case evJob:
+			for _, t := range ev.j.threads {
+				for range max(ev.j.IODepth, 1) {
+					r.next(t)
+				}
+			}
+		case evSubmit:
+			r.submit(ev.c)
+		case evReply:
+			r.reply(ev.c)
+		case evDevice:
+			r.deviceDone(ev.io, ev.n, ev.err)
+		case evNext:
+			r.next(ev.t)
+		case evWake:
+			if r.wakeAt != ev.at {
+				continue // replaced by an earlier wake-up
+			}
+			r.wakeAt = -1
+			r.apply(r.st.Tick(r.now))
+		}
 	}
 	return r.result(), nil
 }
 
-func (r *runner) track(name string) {
-	if _, ok := r.series[name]; !ok {
-		r.series[name] = nil
-		r.order = append(r.order, name)
+// track adds a time series and returns its index.
+func (r *runner) track(name string) int {
+	for i, n := range r.names {
+		if n == name {
+			return i
+		}
 	}
+	r.names = append(r.names, name)
+	r.series = append(r.series, nil)
+	return len(r.names) - 1
 }
 
-func (r *runner) count(name string, at, n int64) {
+func (r *runner) count(series int, at, n int64) {
 	b := int(at / bucket)
-	s := r.series[name]
+	s := r.series[series]
 	for len(s) <= b {
 		s = append(s, 0)
 	}
 	s[b] += n
-	r.series[name] = s
+	r.series[series] = s
 }
 
 // next starts the thread's next application request, if the job goes on.
@@ -214,6 +339,11 @@ func (r *runner) next(t *thread) {
 	}
 	if j.end > 0 && r.now >= j.end {
 		t.stopped = true
+		return
+	}
+	if j.RW == "sync" {
+		t.stopped = true // one sync(2) per copy
+		r.send(r.newCall(t, opSync, 0, 0))
 		return
 	}
 	size := int64(j.Size)
@@ -234,65 +364,173 @@ func (r *runner) next(t *thread) {
 		t.off += bs
 	}
 	t.issued += bs
-	start := r.now
-	write := j.RW == "write" || j.RW == "randwrite"
-	r.call(t, write, off, bs, 0, start)
+	o := opRead
+	if j.RW == "write" || j.RW == "randwrite" {
+		o = opWrite
+		if r.kernel.writeback {
+			o = opDirty
+		}
+	}
+	r.send(r.newCall(t, o, off, bs))
 }
 
-// call sends one FUSE request for the part of an application request
-// from done on, at most maxRead bytes; the kernel sends the next part when
-// this one is answered, and a short answer is continued (fio resubmits the
-// rest), until the whole request is served or a read finds the end.
-func (r *runner) call(t *thread, write bool, off, n, done, start int64) {
-	j := t.job
-	part := min(n-done, r.maxRead)
-	req := &stack.Request{}
-	req.Value = func() {
-		got := req.Size()
-		if req.Err != nil {
-			got = 0
+// send sends the FUSE request for the part of c from c.done on, at most
+// maxRead bytes; the kernel sends the next part when this one is
+// answered, and a short answer is continued (fio resubmits the rest),
+// until the whole request is served or a read finds the end.
+func (r *runner) send(c *call) {
+	c.part = min(c.n-c.done, r.maxRead)
+	r.push(event{at: r.now + r.fuseLat/2, kind: evSubmit, c: c})
+}
+
+// submit hands c's request to sluice (or, for the kernel's own paths, to
+// the modelled page cache).
+func (r *runner) submit(c *call) {
+	t := c.t
+	switch c.op {
+	case opRead:
+		if r.cached(c) {
+			return
 		}
-		r.at(r.now+r.fuseLat/2, func() {
-			if got < part {
-				j.shorts++
-			}
-			j.bytes += got
-			r.count("group "+j.g.Path(), r.now, got)
-			if got > 0 && done+got < n && req.Err == nil {
-				r.call(t, write, off, n, done+got, start)
-				return
-			}
-			r.finished(t, write, start)
-		})
+		r.apply(r.st.Read(r.now, t.h, t.job.g, c.off+c.done, c.part, &c.req))
+	case opWrite:
+		r.apply(r.st.Write(r.now, t.h, t.job.g, c.off+c.done, c.part, &c.req))
+	case opFsync:
+		r.apply(r.st.Sync(r.now, t.h, t.job.g, &c.req))
+	case opDirty:
+		r.kernel.dirty(r, c)
+	case opSync:
+		r.kernel.sync(r, c)
 	}
-	r.at(r.now+r.fuseLat/2, func() {
-		if write {
-			r.apply(r.st.Write(r.now, t.h, j.g, off+done, part, req))
-		} else {
-			r.apply(r.st.Read(r.now, t.h, j.g, off+done, part, req))
+}
+
+// cached serves c and the sequential reads after it, for as long as
+// each is a cache hit that starts nothing, in one step: stack.ReadCached
+// does what a Read of each would, and the thread goes on when the last
+// would have been answered. Each takes one FUSE round trip; events of
+// other threads in between are not interleaved, which only moves the
+// moment the cached pages are marked used. A read with iodepth above
+// one, or split into several FUSE requests, goes the usual way.
+func (r *runner) cached(c *call) bool {
+	t := c.t
+	j := t.job
+	half := r.fuseLat / 2
+	step := 2 * half
+	if j.RW != "read" || j.IODepth > 1 || half <= 0 || c.done != 0 || c.part != c.n {
+		return false
+	}
+	bs, size := c.n, int64(j.Size)
+	replyAt := func(i int64) int64 { return r.now + i*step + half }
+	if r.stop > 0 && replyAt(0) > r.stop {
+		return false
+	}
+	// Read i >= 1 is issued when read i-1 is answered; count how many
+	// the job would issue and the run would see answered.
+	ceil := func(a, b int64) int64 { return max(0, (a+b-1)/b) }
+	k := 1 + r.opts.CacheBytes/bs    // no more than the cache holds
+	k = min(k, ceil(size-c.off, bs)) // the file ends or wraps: the usual way
+	if j.end > 0 {
+		k = min(k, 1+ceil(j.end-replyAt(0), step))
+	}
+	if r.stop > 0 {
+		k = min(k, 1+(r.stop-replyAt(0))/step)
+	}
+	if !j.TimeBased {
+		k = min(k, 1+ceil(size-t.issued, bs))
+	}
+	n, a := r.st.ReadCached(r.now, t.h, j.g, c.off, bs, int(k))
+	r.apply(a)
+	if n == 0 {
+		return false
+	}
+	got := int64(n)
+	j.ios += got
+	j.bytes += got * bs
+	j.clat.addN(step, got)
+	if j.first == 0 {
+		j.first = c.start
+	}
+	for i := range got {
+		r.count(j.series, replyAt(i), bs)
+	}
+	j.last = replyAt(got - 1)
+	t.off = c.off + got*bs
+	t.issued += (got - 1) * bs
+	r.release(c)
+	r.push(event{at: j.last, kind: evNext, t: t})
+	return true
+}
+
+// answered is called when sluice (or the page cache) has answered c's
+// request with c.got bytes: the answer reaches the caller half a round
+// trip later.
+func (r *runner) answered(c *call) {
+	switch c.op {
+	case opFlush:
+		r.kernel.cleaned(r, c)
+		return
+	case opDevSync:
+		p := c.parent
+		r.release(c)
+		if p.pending--; p.pending == 0 {
+			r.answered(p)
 		}
-	})
+		return
+	}
+	r.push(event{at: r.now + r.fuseLat/2, kind: evReply, c: c})
+}
+
+// reply delivers an answer to the caller.
+func (r *runner) reply(c *call) {
+	t := c.t
+	j := t.job
+	switch c.op {
+	case opFsync:
+		r.release(c)
+		r.next(t)
+		return
+	case opSync:
+		r.finished(c)
+		return
+	}
+	if c.got < c.part {
+		j.shorts++
+	}
+	j.bytes += c.got
+	r.count(j.series, r.now, c.got)
+	c.done += c.got
+	if c.got > 0 && c.done < c.n && c.req.Err == nil {
+		r.send(c)
+		return
+	}
+	r.finished(c)
 }
 
 // finished records an application request and starts the next, after an
 // fsync when one is due.
-func (r *runner) finished(t *thread, write bool, start int64) {
+func (r *runner) finished(c *call) {
+	t := c.t
 	j := t.job
 	j.ios++
-	j.clat.add(r.now - start)
+	j.clat.add(r.now - c.start)
 	if j.first == 0 {
-		j.first = start
+		j.first = c.start
 	}
 	j.last = r.now
+	write := c.op == opWrite || c.op == opDirty
+	r.release(c)
 	if write && j.Fsync > 0 {
 		if t.writes++; t.writes%j.Fsync == 0 {
-			req := &stack.Request{}
-			req.Value = func() { r.at(r.now+r.fuseLat/2, func() { r.next(t) }) }
-			r.at(r.now+r.fuseLat/2, func() { r.apply(r.st.Sync(r.now, t.h, j.g, req)) })
+			r.send(r.newCall(t, opFsync, 0, 0))
 			return
 		}
 	}
 	r.next(t)
+}
+
+func (r *runner) release(c *call) {
+	c.t, c.parent, c.h, c.wb = nil, nil, nil, nil
+	r.free = append(r.free, c)
 }
 
 // apply performs the stack's actions on virtual time.
@@ -311,39 +549,42 @@ func (r *runner) apply(a stack.Actions) {
 			n = max(min(io.Len, f.size-io.Off), 0)
 		}
 		doneAt, err := f.dev.Start(r.now, op, n)
-		r.at(doneAt, func() {
-			r.count("device "+f.dev.Name, r.now, n)
-			switch op {
-			case device.Read:
-				var pages [][]byte
-				if err == nil {
-					for k := int64(0); k < n; k += stack.PageSize {
-						pages = append(pages, zeroPage[:min(stack.PageSize, n-k)])
-					}
-				}
-				r.apply(r.st.Complete(r.now, io, pages, err))
-			case device.Write:
-				if err == nil {
-					f.size = max(f.size, io.Off+io.Len)
-				}
-				r.apply(r.st.Wrote(r.now, io, io.Len, err))
-			default:
-				r.apply(r.st.Wrote(r.now, io, 0, err))
-			}
-		})
+		r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err})
 	}
 	for _, req := range a.Done {
-		req.Value.(func())()
+		c := req.Value.(*call)
+		c.got = req.Size()
+		if req.Err != nil {
+			c.got = 0
+		}
+		r.answered(c)
 	}
 	if a.Wake >= 0 && (r.wakeAt < 0 || r.wakeAt <= r.now || a.Wake < r.wakeAt) {
 		r.wakeAt = a.Wake
-		at := a.Wake
-		r.at(at, func() {
-			if r.wakeAt != at {
-				return // replaced by an earlier wake-up
+		r.push(event{at: a.Wake, kind: evWake})
+	}
+}
+
+// deviceDone reports a device I/O's completion to the stack.
+func (r *runner) deviceDone(io *stack.IO, n int64, err error) {
+	f := io.File.(*file)
+	r.count(f.devi, r.now, n)
+	switch io.Op {
+	case stack.OpRead:
+		pages := r.pages[:0]
+		if err == nil {
+			for k := int64(0); k < n; k += stack.PageSize {
+				pages = append(pages, zeroPage[:min(stack.PageSize, n-k)])
 			}
-			r.wakeAt = -1
-			r.apply(r.st.Tick(r.now))
-		})
+		}
+		r.pages = pages
+		r.apply(r.st.Complete(r.now, io, pages, err))
+	case stack.OpWrite:
+		if err == nil {
+			f.size = max(f.size, io.Off+io.Len)
+		}
+		r.apply(r.st.Wrote(r.now, io, io.Len, err))
+	default:
+		r.apply(r.st.Wrote(r.now, io, 0, err))
 	}
 }

@@ -51,7 +51,16 @@ type Mount struct {
 	MaxWait         Duration `toml:"max-wait"`
 	MaxRead         Size     `toml:"max-read"`     // largest FUSE read or write request
 	FuseLatency     Duration `toml:"fuse-latency"` // per FUSE request
+	// WriteThrottle is where writes are throttled: "write" (sluice: paced
+	// at write()) or "writeback" (the kernel's block throttle: write()
+	// dirties the page cache and the flusher is throttled).
+	WriteThrottle string `toml:"write-throttle"`
+	DirtyLimit    Size   `toml:"dirty-limit"` // page cache dirty limit for writeback
 }
+
+// defaultDirtyLimit is the page cache's dirty limit when a scenario gives
+// none: vm.dirty_ratio's 20 % of 5 GiB.
+const defaultDirtyLimit = 1 << 30
 
 // Device is a modelled disk.
 type Device struct {
@@ -88,7 +97,7 @@ type Job struct {
 	Name      string   `toml:"name"`
 	Group     string   `toml:"group"`
 	Device    string   `toml:"device"`
-	RW        string   `toml:"rw"` // read, write, randread, randwrite
+	RW        string   `toml:"rw"` // read, write, randread, randwrite, sync
 	BS        Size     `toml:"bs"`
 	Size      Size     `toml:"size"`    // bytes of the file each job works on
 	Runtime   Duration `toml:"runtime"` // 0: until size is done
@@ -294,8 +303,10 @@ func (sc *Scenario) check() error {
 			return sc.errAt(jobKey(i, "name"), "every job needs a name")
 		case names[j.Name]:
 			return sc.errAt(jobKey(i, "name"), "job %q defined twice", j.Name)
-		case !slices.Contains([]string{"read", "write", "randread", "randwrite"}, j.RW):
-			return sc.errAt(jobKey(i, "rw"), "%q: want read, write, randread or randwrite", j.RW)
+		case !slices.Contains([]string{"read", "write", "randread", "randwrite", "sync"}, j.RW):
+			return sc.errAt(jobKey(i, "rw"), "%q: want read, write, randread, randwrite or sync", j.RW)
+		case j.RW == "sync":
+			// One sync(2) per copy at its start: no file, no size.
 		case j.BS <= 0:
 			return sc.errAt(jobKey(i, "bs"), "want a positive block size such as 4k")
 		case j.Size <= 0:
@@ -371,6 +382,9 @@ func (sc *Scenario) options() (stack.Options, error) {
 	}
 	if m.ReadaheadBudget != nil {
 		o.NoReadaheadBudget = !*m.ReadaheadBudget
+	}
+	if w := m.WriteThrottle; w != "" && w != "write" && w != "writeback" {
+		return o, fmt.Errorf("write-throttle %q: want write (sluice's pacing at write()) or writeback (the kernel's throttle of the flusher)", w)
 	}
 	o.EnsureDefaults()
 	return o, o.Validate()

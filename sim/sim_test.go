@@ -108,7 +108,7 @@ size = "1MiB"
 		name, from, to, want string
 	}{
 		{"bad size", `bs = "4k"`, `bs = "4q"`, "x.toml:10: job.bs:"},
-		{"bad rw", `rw = "read"`, `rw = "sideways"`, `x.toml:9: job.0.rw: "sideways": want read, write, randread or randwrite`},
+		{"bad rw", `rw = "read"`, `rw = "sideways"`, `x.toml:9: job.0.rw: "sideways": want read, write, randread, randwrite or sync`},
 		{"unknown field", `size = "1MiB"`, "size = \"1MiB\"\nspeed = 3", `x.toml:12: job.speed: unknown field "speed"`},
 		{"bad limit", `limits = "rbps=1MiB"`, `limits = "rbps=fast"`, "x.toml:4: group.0.limits:"},
 		{"syntax", `name = "x"`, `name = x`, "x.toml:1:"},

@@ -7,7 +7,7 @@ import "sluice/throttle"
 
 // file is the cache's view of one backing file.
 type file struct {
-	pages map[int64]*page
+	pages pageTable
 	// tail is the index of a cached page shorter than PageSize (the end of
 	// the file when it was read), or -1. A write anywhere may extend the
 	// file, so Changed drops it.
@@ -30,7 +30,7 @@ func (f *file) eofKnown(now int64) bool { return f.eof >= 0 && now-f.eofAt < eof
 
 // Has reports whether page index is in the cache or being read; it is the
 // readahead package's view of the cache.
-func (f *file) Has(index int64) bool { return f.pages[index] != nil }
+func (f *file) Has(index int64) bool { return f.pages.get(index) != nil }
 
 // page is one PageSize piece of a file in the cache.
 type page struct {
@@ -96,7 +96,7 @@ func (s *Stack) file(ino uint64) *file {
 	f := s.files[ino]
 	if f == nil {
 		s.gens++
-		f = &file{pages: make(map[int64]*page), tail: -1, eof: -1, gen: s.gens}
+		f = &file{tail: -1, eof: -1, gen: s.gens}
 		s.files[ino] = f
 	}
 	return f
@@ -106,9 +106,7 @@ func (s *Stack) file(ino uint64) *file {
 // kernel's view). Pending reads still finish for their waiters.
 func (s *Stack) Forget(ino uint64) {
 	if f := s.files[ino]; f != nil {
-		for _, p := range f.pages {
-			s.remove(p)
-		}
+		f.pages.each(func(_ int64, p *page) { s.remove(p) })
 		delete(s.files, ino)
 	}
 }
@@ -129,23 +127,23 @@ func (s *Stack) forgetEnd(f *file) {
 // detached: their readers still get the data being read, but the cache does
 // not keep it.
 func (s *Stack) drop(f *file, lo, hi int64) {
-	if hi-lo > int64(len(f.pages)) {
-		for idx, p := range f.pages {
+	if hi-lo > int64(f.pages.len()) {
+		f.pages.each(func(idx int64, p *page) {
 			if idx >= lo && idx <= hi {
 				s.remove(p)
 			}
-		}
+		})
 		return
 	}
 	for idx := lo; idx <= hi; idx++ {
-		if p := f.pages[idx]; p != nil {
+		if p := f.pages.get(idx); p != nil {
 			s.remove(p)
 		}
 	}
 }
 
 func (s *Stack) remove(p *page) {
-	delete(p.file.pages, p.index)
+	p.file.pages.del(p.index)
 	if p.pending {
 		return
 	}

@@ -30,7 +30,7 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 			// The kernel moves prev_pos past each page it copies.
 			h.ra.Accessed(idx * PageSize)
 		}
-		p := f.pages[idx]
+		p := f.pages.get(idx)
 		if p == nil {
 			var w readahead.Window
 			if s.opts.NoReadahead {
@@ -39,7 +39,7 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 				w = s.clamp(now, h, g, h.ra.Sync(idx, want, maxPages, f))
 			}
 			s.issue(now, h, g, f, w, idx, last)
-			if f.pages[idx] == nil { // a window that does not cover idx: read it alone
+			if f.pages.get(idx) == nil { // a window that does not cover idx: read it alone
 				s.issue(now, h, g, f, readahead.Window{Start: idx, Size: want}, idx, last)
 			}
 			continue
@@ -134,12 +134,12 @@ func (s *Stack) issue(now int64, h *Handle, g *throttle.Group, f *file, w readah
 		end = min(end, (f.eof+PageSize-1)/PageSize)
 	}
 	for i := w.Start; i < end; {
-		if f.pages[i] != nil {
+		if f.pages.get(i) != nil {
 			i++
 			continue
 		}
 		j := i
-		for j < end && j-i < maxPages && f.pages[j] == nil {
+		for j < end && j-i < maxPages && f.pages.get(j) == nil {
 			j++
 		}
 		class := throttle.Readahead
@@ -147,12 +147,16 @@ func (s *Stack) issue(now int64, h *Handle, g *throttle.Group, f *file, w readah
 			class = throttle.Demand
 		}
 		pages := make([]*page, 0, j-i)
+		// One allocation for the run: a page that outlives its neighbours
+		// keeps only their small headers, never their data.
+		slab := make([]page, j-i)
 		for k := i; k < j; k++ {
-			p := &page{file: f, index: k, pending: true, group: g}
+			p := &slab[k-i]
+			*p = page{file: f, index: k, pending: true, group: g}
 			p.ahead = k < dfirst || k > dlast
 			p.fromRA = p.ahead
 			p.marker = k == marker
-			f.pages[k] = p
+			f.pages.set(k, p)
 			pages = append(pages, p)
 		}
 		s.queueRead(now, h.Ino, h.File, g, class, f.gen, pages, now)
@@ -204,12 +208,12 @@ func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
 		if err == nil && k < len(pages) {
 			p.buf = pages[k]
 		}
-		live := p.file.pages[p.index] == p
+		live := p.file.pages.get(p.index) == p
 		switch {
 		case err != nil || len(p.buf) == 0:
 			// Failed, or beyond end of file: serve the waiters, keep nothing.
 			if live {
-				delete(p.file.pages, p.index)
+				p.file.pages.del(p.index)
 			}
 			p.ahead = false
 		case live:
@@ -289,4 +293,50 @@ func (r *Request) CopyTo(dst []byte) int {
 		skip = 0
 	}
 	return int(n)
+}
+
+// ReadCached serves up to count consecutive reads of n bytes each, the
+// first at off, from the cache alone, as that many calls of Read would
+// that each finished at once. It stops before a read that would need the
+// device, start readahead (a marker page), meet a page still being read
+// or reach the end of the file, and returns how many reads it served. A
+// driver that replays many reads at one instant (the simulator, for a
+// reader racing through cached pages) uses it instead of one Read each.
+func (s *Stack) ReadCached(now int64, h *Handle, g *throttle.Group, off, n int64, count int) (int, Actions) {
+	f := s.files[h.Ino]
+	if f == nil || n <= 0 {
+		return 0, s.release(now)
+	}
+	served := 0
+	for ; served < count; served++ {
+		o := off + int64(served)*n
+		first, last := o/PageSize, (o+n-1)/PageSize
+		ok := true
+		for idx := first; idx <= last && ok; idx++ {
+			p := f.pages.get(idx)
+			ok = p != nil && !p.pending && !p.marker && len(p.buf) == PageSize &&
+				!(f.eofKnown(now) && (idx+1)*PageSize > f.eof)
+		}
+		if !ok {
+			break
+		}
+		for idx := first; idx <= last; idx++ {
+			if idx > first {
+				h.ra.Accessed(idx * PageSize)
+			}
+			p := f.pages.get(idx)
+			if p.ahead {
+				p.ahead = false
+				s.each(p.group, func(c *counters) { c.RAUsed += PageSize })
+			}
+			s.lru.touch(p)
+		}
+		h.ra.Accessed(o + n)
+	}
+	if served == 0 {
+		return 0, s.release(now)
+	}
+	k := int64(served)
+	s.each(g, func(c *counters) { c.AppReads += k; c.AppRBytes += k * n })
+	return served, s.release(now)
 }

@@ -202,8 +202,8 @@ func (s *Stack) Cancel(now int64, r *Request) Actions {
 		}
 		s.queue.Remove(&io.req)
 		for _, q := range io.pages {
-			if q.file.pages[q.index] == q {
-				delete(q.file.pages, q.index)
+			if q.file.pages.get(q.index) == q {
+				q.file.pages.del(q.index)
 			}
 		}
 	}

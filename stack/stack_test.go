@@ -171,8 +171,8 @@ func TestDemandPromotesReadahead(t *testing.T) {
 	// file 2's first, then file 1's.
 	r.take(r.s.Read(r.now, h2, g, 4*KiB, 4*KiB, &Request{}))
 	r.take(r.s.Read(r.now, h1, g, 4*KiB, 4*KiB, &Request{}))
-	ra := r.s.files[1].pages[5].io
-	other := r.s.files[2].pages[5].io
+	ra := r.s.files[1].pages.get(5).io
+	other := r.s.files[2].pages.get(5).io
 	if ra == nil || other == nil || ra.started || other.started || ra.Class != throttle.Readahead {
 		t.Fatal("want two queued readahead windows")
 	}
@@ -212,7 +212,7 @@ func TestCancelWithdraws(t *testing.T) {
 	if r.s.queue.Len() != 0 || req.Err != ErrCanceled {
 		t.Fatalf("after cancel: queue %d, err %v", r.s.queue.Len(), req.Err)
 	}
-	if n := len(r.s.files[1].pages); n != 256 {
+	if n := r.s.files[1].pages.len(); n != 256 {
 		t.Fatalf("%d pages cached, want only the 256 of the first read", n)
 	}
 	// The next read waits only for the first read's debt: 1 s.
@@ -236,7 +236,7 @@ func TestEOFRefund(t *testing.T) {
 	if req := r.read(h, g, 20000, 4*KiB); req.Size() != 0 {
 		t.Fatalf("read past the end returned %d bytes", req.Size())
 	}
-	if n := len(r.s.files[1].pages); n != 3 {
+	if n := r.s.files[1].pages.len(); n != 3 {
 		t.Fatalf("%d pages cached for a 10000-byte file, want 3", n)
 	}
 	m := r.metrics("default")
@@ -299,7 +299,7 @@ func TestWriteChargesPieces(t *testing.T) {
 	if m.WIOs != 8 || m.WBytes != MiB || m.AppWBytes != MiB || m.AppWrites != 1 {
 		t.Fatalf("wios %d wbytes %d app %d/%d", m.WIOs, m.WBytes, m.AppWBytes, m.AppWrites)
 	}
-	if n := len(r.s.files[1].pages); n != 0 {
+	if n := r.s.files[1].pages.len(); n != 0 {
 		t.Fatalf("%d stale pages left after the write", n)
 	}
 }

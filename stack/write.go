@@ -99,11 +99,11 @@ func (s *Stack) Truncated(ino uint64, size int64) {
 	if f == nil {
 		return
 	}
-	for idx := range f.pages {
+	f.pages.each(func(idx int64, _ *page) {
 		if idx >= size/PageSize {
 			s.drop(f, idx, idx)
 		}
-	}
+	})
 	s.forgetEnd(f)
 }
 
