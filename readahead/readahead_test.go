@@ -42,127 +42,6 @@ func TestSizes(t *testing.T) {
 	}
 }
 
-// TestRamp4K: 4 KiB sequential reads from offset 0 with a 128 KiB maximum
-// get windows of 4, 8, 16 and 32 pages (16 to 128 KiB), then 32 pages on,
-// each marker on the first page of the newest window's asynchronous part,
-// and only the first page misses.
-func TestRamp4K(t *testing.T) {
-	c := newPageCache()
-	r := newReader(&State{}, c, 32)
-	r.readPages(0, 200)
-	mustEvents(t, r.events, []event{
-		evS(0, 1, 0, 4, 3),    // InitSize(1)=4, 3 pages past the read; marker 1
-		evA(1, 1, 4, 8, 8),    // marker 1 = 0+4-3: forward to 4, NextSize(4)=8
-		evA(4, 1, 12, 16, 16), // marker 4 = 4+8-8
-		evA(12, 1, 28, 32, 32),
-		evA(28, 1, 60, 32, 32), // NextSize(32)=32 from here on
-		evA(60, 1, 92, 32, 32),
-		evA(92, 1, 124, 32, 32),
-		evA(124, 1, 156, 32, 32),
-		evA(156, 1, 188, 32, 32),
-		evA(188, 1, 220, 32, 32),
-	}, true)
-	if c.fetched != 252 {
-		t.Errorf("fetched %d pages, want 252 (pages 0..251)", c.fetched)
-	}
-	if got, want := r.st.window(), (Window{220, 32, 32}); got != want {
-		t.Errorf("state %v, want %v", got, want)
-	}
-}
-
-// TestLargeReads: reads of 64 KiB and 1 MiB.
-func TestLargeReads(t *testing.T) {
-	t.Run("64KiB/max32", func(t *testing.T) {
-		r := newReader(&State{}, newPageCache(), 32)
-		for i := int64(0); i < 8; i++ {
-			r.read(i*16*PageSize, 16*PageSize)
-		}
-		mustEvents(t, r.events, []event{
-			evS(0, 16, 0, 32, 16), // InitSize(16)=32, 16 pages past the read; marker 16
-			evA(16, 16, 32, 32, 32),
-			evA(32, 16, 64, 32, 32),
-			evA(64, 16, 96, 32, 32),
-			evA(96, 16, 128, 32, 32),
-		}, true)
-	})
-	t.Run("1MiB/max32", func(t *testing.T) {
-		// The first read is larger than the maximum: the initial window is
-		// 32 pages, all asynchronous, and the read starts at its marker, so
-		// the merge caps it at 32 with 16 asynchronous. Each marker then
-		// moves a 32-page window forward while the read is still going.
-		r := newReader(&State{}, newPageCache(), 32)
-		r.read(0, 1<<20)
-		r.read(1<<20, 1<<20)
-		want := []event{evS(0, 256, 0, 32, 16), evA(16, 240, 32, 32, 32)}
-		for m := int64(32); m < 512; m += 32 {
-			// Marker m is hit by the read that covers it, with the pages
-			// up to that read's end (256 or 512) still wanted.
-			readEnd := (m/256 + 1) * 256
-			want = append(want, evA(m, readEnd-m, m+32, 32, 32))
-		}
-		mustEvents(t, r.events, want, true)
-	})
-	t.Run("1MiB/max256", func(t *testing.T) {
-		r := newReader(&State{}, newPageCache(), 256)
-		for i := int64(0); i < 3; i++ {
-			r.read(i<<20, 1<<20)
-		}
-		mustEvents(t, r.events, []event{
-			// InitSize(256, 256)=256, none past the read, so all
-			// asynchronous; merged: 256+256 > 256 -> {0, 256, 128}.
-			evS(0, 256, 0, 256, 128),
-			evA(128, 128, 256, 256, 256), // marker 128 = 0+256-128
-			evA(256, 256, 512, 256, 256),
-			evA(512, 256, 768, 256, 256),
-		}, true)
-	})
-	t.Run("1MiB/max256/mid-file", func(t *testing.T) {
-		// A fresh open reading from page 1000: nothing says sequential,
-		// nothing is cached before it, the read is not over the maximum:
-		// a random read of exactly 256 pages. The next read starts where
-		// that one ended: an initial window, merged as above.
-		r := newReader(&State{}, newPageCache(), 256)
-		for i := int64(0); i < 3; i++ {
-			r.read((1000+256*i)*PageSize, 1<<20)
-		}
-		mustEvents(t, r.events, []event{
-			evS(1000, 256, 1000, 256, 0),
-			evS(1256, 256, 1256, 256, 128),
-			evA(1384, 128, 1512, 256, 256),
-			evA(1512, 256, 1768, 256, 256),
-		}, true)
-	})
-	t.Run("1MiB/max32/mid-file", func(t *testing.T) {
-		// Over the maximum: an initial window even with no history.
-		r := newReader(&State{}, newPageCache(), 32)
-		r.read(1000*PageSize, 1<<20)
-		mustEvents(t, r.events, []event{
-			evS(1000, 256, 1000, 32, 16),
-			evA(1016, 240, 1032, 32, 32),
-			evA(1032, 224, 1064, 32, 32),
-		}, false)
-		if len(r.events) != 9 {
-			t.Errorf("%d windows for 256 pages, want 9: %s", len(r.events), fmtEvents(r.events))
-		}
-	})
-}
-
-// TestRandomReadExact: a miss in the middle of the file, away from the
-// stream and with nothing cached before it, reads exactly the request and
-// leaves the state as it was.
-func TestRandomReadExact(t *testing.T) {
-	c := newPageCache()
-	r := newReader(&State{}, c, 32)
-	r.readPages(0, 50)
-	before := *r.st
-	if w := r.st.Sync(10000, 3, 32, c); w != (Window{10000, 3, 0}) {
-		t.Errorf("Sync(10000, 3) = %v, want {10000 3 0}", w)
-	}
-	if *r.st != before {
-		t.Errorf("state changed: %+v, was %+v", *r.st, before)
-	}
-}
-
 // TestRandomReadsNoReadahead: a seeded sequence of random reads of 1 to 8
 // pages, each in its own 64-page slot so that no read starts where one
 // ended or right after cached pages, reads exactly what it asks for.
@@ -186,23 +65,6 @@ func TestRandomReadsNoReadahead(t *testing.T) {
 	if *r.st != (State{PrevPos: r.st.PrevPos}) {
 		t.Errorf("random reads changed the window: %+v", *r.st)
 	}
-}
-
-// TestRandomInterruptsStream: one random read through the same open in
-// the middle of a 4 KiB stream does not disturb it: the stream goes on
-// with the same 32-page windows as without the interruption.
-func TestRandomInterruptsStream(t *testing.T) {
-	plain := newReader(&State{}, newPageCache(), 32)
-	plain.readPages(0, 200)
-
-	r := newReader(&State{}, newPageCache(), 32)
-	r.readPages(0, 100)
-	n := len(r.events)
-	r.read(10000*PageSize, PageSize)
-	r.readPages(100, 100)
-	mustEvents(t, r.events[n:], []event{evS(10000, 1, 10000, 1, 0)}, false)
-	got := slices.Delete(slices.Clone(r.events), n, n+1)
-	mustEvents(t, got, plain.events, true)
 }
 
 // interleave runs readers round-robin, one 4 KiB read each per round; reader
@@ -260,32 +122,8 @@ func TestInterleavedSharedState(t *testing.T) {
 		base = append(base, k*100<<20/PageSize)
 	}
 	interleave(rs, base, rounds)
-	// Worked by hand from the rules (round by round, the state is the
-	// last reader's):
-	mustEvents(t, rs[0].events, []event{
-		evS(0, 1, 0, 4, 3),
-		evA(1, 1, 4, 8, 8),
-		// The state is reader 3's {76802,3,1}. Pages 5..11 are cached,
-		// 12 is not: old async size 8, +1 requested, NextSize(9)=18.
-		evA(4, 1, 12, 18, 18),
-		// Pages 13..29 cached: 18+1 -> NextSize(19)=32.
-		evA(12, 1, 30, 32, 32),
-		evA(30, 1, 62, 32, 32), // 32+1 -> 32
-	}, false)
-	mustEvents(t, rs[1].events, []event{
-		// Nothing before it is cached: random.
-		evS(25600, 1, 25600, 1, 0),
-		// One cached page before it, not more than the request: random.
-		evS(25601, 1, 25601, 1, 0),
-		// Two cached pages: context readahead of 2+1 pages.
-		evS(25602, 1, 25602, 3, 1),
-		// Marker 25604, state reader 0's {12,18,18}: first miss 25605,
-		// NextSize(1+1)=4.
-		evA(25604, 1, 25605, 4, 4),
-		evA(25605, 1, 25609, 10, 10), // NextSize(4+1)
-		evA(25609, 1, 25619, 22, 22), // NextSize(10+1)
-		evA(25619, 1, 25641, 32, 32), // NextSize(22+1)
-	}, false)
+	// The first windows of each stream, worked by hand, are traced in
+	// testdata/interleaved.
 	checkStreams(t, rs, c, rounds, 32)
 }
 
@@ -371,23 +209,6 @@ func TestAccessedSequential(t *testing.T) {
 	}
 }
 
-// TestUnalignedStream: 1000-byte reads from the middle of the file. The
-// first read is random; the read that crosses into the next page misses
-// there with the previous read ending in the page before it, and becomes
-// a stream.
-func TestUnalignedStream(t *testing.T) {
-	r := newReader(&State{}, newPageCache(), 32)
-	for pos := int64(100 * PageSize); pos < 110*PageSize; pos += 1000 {
-		r.read(pos, 1000)
-	}
-	mustEvents(t, r.events, []event{
-		evS(100, 1, 100, 1, 0),
-		evS(101, 1, 101, 4, 3),
-		evA(102, 1, 105, 8, 8),
-		evA(105, 1, 113, 16, 16),
-	}, true)
-}
-
 // TestReadaheadOff: max <= 0 reads exactly what was asked, never
 // asynchronously, and leaves the state alone.
 func TestReadaheadOff(t *testing.T) {
@@ -424,41 +245,6 @@ func TestContextReadahead(t *testing.T) {
 		if w := st.Sync(c.index, c.req, 32, pc); w != c.want {
 			t.Errorf("cached %v, Sync(%d, %d) = %v, want %v", c.cached, c.index, c.req, w, c.want)
 		}
-	}
-}
-
-// TestAsyncInterleavedMarker: a marker hit that the state does not expect
-// looks for the first missing page after it; none within max pages means
-// nothing to read.
-func TestAsyncInterleavedMarker(t *testing.T) {
-	pc := newPageCache()
-	pc.fill(Window{0, 101, 0})
-	st := &State{}
-	if w, ok := st.Async(50, 1, 32, pc); ok {
-		t.Errorf("Async(50) = %v, want nothing (51..82 cached)", w)
-	}
-	if *st != (State{}) {
-		t.Errorf("state changed: %+v", *st)
-	}
-	// Pages up to 100 cached: at 80, first miss 101; 21+1 -> NextSize(22)=32.
-	if w, ok := st.Async(80, 1, 32, pc); !ok || w != (Window{101, 32, 32}) {
-		t.Errorf("Async(80) = %v %v, want {101 32 32}", w, ok)
-	}
-}
-
-// TestSyncMissingMarker: the recorded window's marker page is missing
-// (dropped from the cache). As in the kernel the miss counts as the
-// expected page and the window moves forward past the recorded one, so it
-// does not cover the page; the reader reads that page on its own.
-func TestSyncMissingMarker(t *testing.T) {
-	st, c := seq()
-	delete(c.pages, 1)
-	w := st.Sync(1, 1, 32, c)
-	if w != (Window{4, 8, 8}) {
-		t.Fatalf("Sync(1) = %v, want {4 8 8}", w)
-	}
-	if d := w.Demand(1, 1); d != 0 {
-		t.Errorf("Demand(1, 1) = %d, want 0", d)
 	}
 }
 

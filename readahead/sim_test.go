@@ -2,6 +2,7 @@ package readahead
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -20,8 +21,10 @@ func newPageCache() *pageCache {
 func (c *pageCache) Has(index int64) bool { return c.pages[index] }
 
 // fill reads the missing pages of w and sets the marker on the marker page
-// if it is read now, as the kernel's page_cache_ra_unbounded does.
-func (c *pageCache) fill(w Window) {
+// if it is read now, as the kernel's page_cache_ra_unbounded does. It
+// returns the runs of pages it read, as windows without asynchronous part.
+func (c *pageCache) fill(w Window) []Window {
+	var runs []Window
 	m := w.Marker()
 	for p := w.Start; p < w.End(); p++ {
 		if c.pages[p] {
@@ -32,7 +35,13 @@ func (c *pageCache) fill(w Window) {
 		if p == m {
 			c.marks[p] = true
 		}
+		if n := len(runs); n > 0 && runs[n-1].End() == p {
+			runs[n-1].Size++
+		} else {
+			runs = append(runs, Window{Start: p, Size: 1})
+		}
 	}
+	return runs
 }
 
 // event is one window a reader got from Sync or Async, after Clamp.
@@ -74,17 +83,29 @@ type reader struct {
 	budget   func() int64 // nil: no clamp
 	events   []event
 	pages    int64 // pages the reads asked for
+	// note, if set, is told of every Sync and Async: the window it
+	// returned (ok false: Async had nothing to read), the budget and the
+	// window after the clamp (budget noClamp: none), the runs of pages
+	// read for the window, and the page of the read read on its own when
+	// the window does not cover it (-1: none).
+	note func(kind byte, index, req int64, raw Window, ok bool, budget int64, w Window, fetched []Window, alone int64)
 }
 
 func newReader(st *State, c *pageCache, maxPages int64) *reader {
 	return &reader{st: st, c: c, maxPages: maxPages}
 }
 
-func (r *reader) clamp(w Window) Window {
+// noClamp is the budget a reader without one reports.
+const noClamp = math.MinInt64
+
+// clamp clamps w by the reader's budget, if it has one, and returns the
+// result and the budget (noClamp when there is none).
+func (r *reader) clamp(w Window) (Window, int64) {
 	if r.budget == nil {
-		return w
+		return w, noClamp
 	}
-	return r.st.Clamp(w, r.budget())
+	b := r.budget()
+	return r.st.Clamp(w, b), b
 }
 
 // read reads n bytes at pos the way the kernel's filemap_read does, page by
@@ -98,19 +119,30 @@ func (r *reader) read(pos, n int64) {
 	for idx := pos / PageSize; idx < last; idx++ {
 		req := last - idx
 		if !r.c.Has(idx) {
-			w := r.clamp(r.st.Sync(idx, req, r.maxPages, r.c))
+			raw := r.st.Sync(idx, req, r.maxPages, r.c)
+			w, b := r.clamp(raw)
 			r.events = append(r.events, event{'S', idx, req, w})
-			r.c.fill(w)
+			fetched := r.c.fill(w)
+			alone := int64(-1)
 			if !r.c.Has(idx) {
 				r.c.fill(Window{Start: idx, Size: 1})
+				alone = idx
+			}
+			if r.note != nil {
+				r.note('S', idx, req, raw, true, b, w, fetched, alone)
 			}
 		}
 		if r.c.marks[idx] {
 			delete(r.c.marks, idx)
-			if w, ok := r.st.Async(idx, req, r.maxPages, r.c); ok {
-				w = r.clamp(w)
+			raw, ok := r.st.Async(idx, req, r.maxPages, r.c)
+			w, b, fetched := raw, int64(noClamp), []Window(nil)
+			if ok {
+				w, b = r.clamp(raw)
 				r.events = append(r.events, event{'A', idx, req, w})
-				r.c.fill(w)
+				fetched = r.c.fill(w)
+			}
+			if r.note != nil {
+				r.note('A', idx, req, raw, ok, b, w, fetched, -1)
 			}
 		}
 		r.pages++

@@ -158,43 +158,6 @@ func TestBudgetGivesIdleReaderReadahead(t *testing.T) {
 	}
 }
 
-// TestDemandPromotesReadahead: a demand read of pages that a queued
-// readahead will fetch does not wait behind the group's other readahead.
-func TestDemandPromotesReadahead(t *testing.T) {
-	r := newRig(t, Options{NoReadaheadBudget: true}, 8*MiB)
-	r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
-	g := r.s.Group("default")
-	h1, h2 := &Handle{Ino: 1}, &Handle{Ino: 2}
-	r.read(h1, g, 0, 4*KiB) // initial windows {0,4,3}: markers on page 1
-	r.read(h2, g, 0, 4*KiB)
-	// Touching the markers issues asynchronous windows, queued (in debt):
-	// file 2's first, then file 1's.
-	r.take(r.s.Read(r.now, h2, g, 4*KiB, 4*KiB, &Request{}))
-	r.take(r.s.Read(r.now, h1, g, 4*KiB, 4*KiB, &Request{}))
-	ra := r.s.files[1].pages.get(5).io
-	other := r.s.files[2].pages.get(5).io
-	if ra == nil || other == nil || ra.started || other.started || ra.Class != throttle.Readahead {
-		t.Fatal("want two queued readahead windows")
-	}
-	dem := &Request{}
-	r.take(r.s.Read(r.now, h1, g, 5*PageSize, 4*KiB, dem))
-	if ra.Class != throttle.Demand {
-		t.Fatalf("queued readahead I/O not promoted: class %v", ra.Class)
-	}
-	for !ra.started {
-		if other.started {
-			t.Fatal("file 2's readahead went before the promoted demand read")
-		}
-		if !r.advance() {
-			t.Fatal("promoted read never starts")
-		}
-	}
-	r.completeAll()
-	if !dem.done {
-		t.Fatal("demand read not finished when its pages arrived")
-	}
-}
-
 // TestCancelWithdraws: an interrupted read's queued demand I/O leaves the
 // queue uncharged, and its pages leave the cache.
 func TestCancelWithdraws(t *testing.T) {
@@ -273,37 +236,6 @@ func TestEvictionCountsWaste(t *testing.T) {
 	}
 }
 
-// TestWriteChargesPieces: a 1 MiB write is 8 device writes of 128 KiB and
-// drops the pages it overwrites.
-func TestWriteChargesPieces(t *testing.T) {
-	r := newRig(t, Options{}, MiB)
-	r.s.SetLimits(0, "default", throttle.Limits{WIOPS: 100})
-	g := r.s.Group("default")
-	h := &Handle{Ino: 1}
-	r.s.SetLimits(0, "reader", throttle.Limits{RBPS: 1 << 40})
-	r.read(h, r.s.Group("reader"), 0, 64*KiB)
-	req := &Request{}
-	r.take(r.s.Write(r.now, h, g, 0, MiB, req))
-	for r.completeAll(); !req.done; r.completeAll() {
-		if !r.advance() {
-			t.Fatal("write never admitted")
-		}
-	}
-	if r.now != 70*ms {
-		t.Fatalf("8 pieces at 100 IOPS written by %d ms, want 70", r.now/ms)
-	}
-	if req.Err != nil || req.Size() != MiB {
-		t.Fatalf("write: %d bytes, %v", req.Size(), req.Err)
-	}
-	m := r.metrics("default")
-	if m.WIOs != 8 || m.WBytes != MiB || m.AppWBytes != MiB || m.AppWrites != 1 {
-		t.Fatalf("wios %d wbytes %d app %d/%d", m.WIOs, m.WBytes, m.AppWBytes, m.AppWrites)
-	}
-	if n := r.s.files[1].pages.len(); n != 0 {
-		t.Fatalf("%d stale pages left after the write", n)
-	}
-}
-
 // TestTruncateGrowDropsTail: a file grown by truncate is read to its new
 // end, not to the end its cached last page remembers.
 func TestTruncateGrowDropsTail(t *testing.T) {
@@ -318,34 +250,6 @@ func TestTruncateGrowDropsTail(t *testing.T) {
 	r.s.Truncated(1, 100000)
 	if req := r.read(h, g, 0, 64*KiB); req.Size() != 64*KiB {
 		t.Fatalf("after growing to 100000 bytes, a 64 KiB read returned %d", req.Size())
-	}
-}
-
-// TestJoinMovesToFasterGroup: a fast tenant reading pages that a slow
-// tenant's queued read will fetch does not wait out the slow one's debt;
-// the read is charged to the fast tenant.
-func TestJoinMovesToFasterGroup(t *testing.T) {
-	r := newRig(t, Options{NoReadahead: true}, 4*MiB)
-	r.s.SetLimits(0, "slow", throttle.Limits{RBPS: 64 * KiB})
-	r.s.SetLimits(0, "fast", throttle.Limits{RBPS: 1 << 30})
-	slow, fast := r.s.Group("slow"), r.s.Group("fast")
-	h := &Handle{Ino: 1}
-	r.read(h, slow, 0, 128*KiB) // slow owes 2 s
-	queued := &Request{}
-	r.take(r.s.Read(r.now, h, slow, MiB, 4*KiB, queued))
-	if r.s.queue.Len() != 1 {
-		t.Fatal("slow's second read is not queued")
-	}
-	start := r.now
-	r.read(&Handle{Ino: 1}, fast, MiB, 4*KiB)
-	if r.now-start > ms {
-		t.Fatalf("fast tenant waited %d ms behind the slow tenant's debt", (r.now-start)/ms)
-	}
-	if !queued.done {
-		t.Fatal("the slow tenant's read did not finish with the shared page")
-	}
-	if m := r.metrics("fast"); m.RIOs != 1 || m.RBytes != 4*KiB {
-		t.Fatalf("fast charged %d I/Os, %d bytes; want the one it moved", m.RIOs, m.RBytes)
 	}
 }
 
@@ -368,37 +272,6 @@ func TestEOFProbeFree(t *testing.T) {
 	r.now += 200 * ms
 	if req := r.read(h, g, 8192, 128*KiB); req.Size() != 4096 {
 		t.Fatalf("after the file grew, a read at the old end returned %d bytes", req.Size())
-	}
-}
-
-// TestCancelWriteWithdrawsUnstarted: a write interrupted after some of
-// its pieces were admitted withdraws the rest uncharged, and finishes only
-// when the started pieces are written (their data is in use until then).
-func TestCancelWriteWithdrawsUnstarted(t *testing.T) {
-	r := newRig(t, Options{}, 0)
-	r.s.SetLimits(0, "default", throttle.Limits{WBPS: MiB})
-	g := r.s.Group("default")
-	req := &Request{}
-	r.take(r.s.Write(r.now, &Handle{Ino: 1}, g, 0, MiB, req)) // piece 1 admitted, owes 125 ms
-	r.now = 300 * ms
-	r.take(r.s.Tick(r.now)) // pieces 2 and 3 admitted (at 125 and 250 ms)
-	if len(r.queued) != 3 {
-		t.Fatalf("%d pieces started, want 3", len(r.queued))
-	}
-	r.take(r.s.Cancel(r.now, req))
-	if req.done || r.s.queue.Len() != 0 {
-		t.Fatalf("after cancel: done %v, %d pieces queued; want not done, 0 queued", req.done, r.s.queue.Len())
-	}
-	r.completeAll()
-	if !req.done || req.Err != ErrCanceled {
-		t.Fatalf("after the started pieces: done %v err %v", req.done, req.Err)
-	}
-	if m := r.metrics("default"); m.WBytes != 3*128*KiB || m.WIOs != 3 {
-		t.Fatalf("wbytes %d wios %d, want the 3 started pieces", m.WBytes, m.WIOs)
-	}
-	// The group owes for the 3 pieces only: 375 ms.
-	if e := r.s.tree.Eligible(r.now, g, throttle.Write); e != 375*ms {
-		t.Fatalf("group eligible at %d ms, want 375", e/ms)
 	}
 }
 

@@ -16,14 +16,12 @@ const (
 // jump the synthetic clock to the returned wake-up. It checks on every
 // step that the queue never hangs and never wakes the shell for nothing.
 type sim struct {
-	tb    testing.TB
-	tree  *Tree
-	q     *Queue
-	now   int64
-	out   []*Request
-	got   map[string]int64 // bytes released per group path
-	order []*Request       // every release, in order
-	when  []int64          // the time of each release in order
+	tb   testing.TB
+	tree *Tree
+	q    *Queue
+	now  int64
+	out  []*Request
+	got  map[string]int64 // bytes released per group path
 	// keep lists the groups kept backlogged: each release is replaced by
 	// a copy pushed at the release time.
 	keep map[*Group]bool
@@ -76,8 +74,6 @@ func (s *sim) run(until int64) {
 				s.tb.Fatalf("released request still queued")
 			}
 			s.got[r.Group.Path()] += r.Bytes
-			s.order = append(s.order, r)
-			s.when = append(s.when, s.now)
 			if s.keep[r.Group] {
 				s.q.Push(s.now, &Request{Group: r.Group, Dir: r.Dir, Bytes: r.Bytes, IOs: r.IOs, Class: r.Class})
 			}
