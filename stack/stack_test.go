@@ -26,7 +26,13 @@ type rig struct {
 	done   []*Request
 }
 
-func newRig(t *testing.T, opts Options, size int) *rig {
+// newRig returns a stack with the default options, changed by each of set,
+// and a file of size bytes.
+func newRig(t *testing.T, size int, set ...func(*Options)) *rig {
+	opts := DefaultOptions()
+	for _, f := range set {
+		f(&opts)
+	}
 	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +43,9 @@ func newRig(t *testing.T, opts Options, size int) *rig {
 	}
 	return &rig{t: t, s: s, data: data, wake: -1}
 }
+
+func noBudget(o *Options)    { o.ReadaheadBudget = false }
+func noReadahead(o *Options) { o.Readahead = 0 }
 
 func (r *rig) take(a Actions) {
 	r.queued = append(r.queued, a.Start...)
@@ -116,7 +125,7 @@ func TestBudgetClampsReadahead(t *testing.T) {
 		wantRA   bool
 	}{{"on", false, false}, {"off", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, Options{NoReadaheadBudget: tc.noBudget}, 4*MiB)
+			r := newRig(t, 4*MiB, func(o *Options) { o.ReadaheadBudget = !tc.noBudget })
 			r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
 			g := r.s.Group("default")
 			h := &Handle{Ino: 1}
@@ -141,7 +150,7 @@ func TestBudgetClampsReadahead(t *testing.T) {
 // TestBudgetGivesIdleReaderReadahead: a slow reader (idle between reads)
 // banks credit, so its readahead runs ahead within that credit.
 func TestBudgetGivesIdleReaderReadahead(t *testing.T) {
-	r := newRig(t, Options{}, 4*MiB)
+	r := newRig(t, 4*MiB)
 	r.s.SetLimits(0, "default", throttle.Limits{RBPS: 100 * MiB})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
@@ -161,7 +170,7 @@ func TestBudgetGivesIdleReaderReadahead(t *testing.T) {
 // TestDemandPromotesReadahead: a demand read of pages that a queued
 // readahead will fetch does not wait behind the group's other readahead.
 func TestDemandPromotesReadahead(t *testing.T) {
-	r := newRig(t, Options{NoReadaheadBudget: true}, 8*MiB)
+	r := newRig(t, 8*MiB, noBudget)
 	r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
 	g := r.s.Group("default")
 	h1, h2 := &Handle{Ino: 1}, &Handle{Ino: 2}
@@ -198,7 +207,7 @@ func TestDemandPromotesReadahead(t *testing.T) {
 // TestCancelWithdraws: an interrupted read's queued demand I/O leaves the
 // queue uncharged, and its pages leave the cache.
 func TestCancelWithdraws(t *testing.T) {
-	r := newRig(t, Options{NoReadahead: true}, 4*MiB)
+	r := newRig(t, 4*MiB, noReadahead)
 	r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
@@ -225,7 +234,7 @@ func TestCancelWithdraws(t *testing.T) {
 // TestEOFRefund: a window past the end of file reads short; the unread
 // bytes are refunded and nothing past the end is cached.
 func TestEOFRefund(t *testing.T) {
-	r := newRig(t, Options{NoReadaheadBudget: true}, 10000)
+	r := newRig(t, 10000, noBudget)
 	r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
@@ -253,7 +262,7 @@ func TestEOFRefund(t *testing.T) {
 // TestEvictionCountsWaste: readahead evicted before use is wasted, and the
 // cache stays within its bound.
 func TestEvictionCountsWaste(t *testing.T) {
-	r := newRig(t, Options{CacheBytes: 2 * MiB, NoReadaheadBudget: true}, 64*MiB)
+	r := newRig(t, 64*MiB, noBudget, func(o *Options) { o.CacheBytes = 2 * MiB })
 	g := r.s.Group("default")
 	r.s.SetLimits(0, "default", throttle.Limits{RBPS: 1 << 40})
 	// Many streams each read one page and move on: their readahead windows
@@ -276,7 +285,7 @@ func TestEvictionCountsWaste(t *testing.T) {
 // TestWriteChargesPieces: a 1 MiB write is 8 device writes of 128 KiB and
 // drops the pages it overwrites.
 func TestWriteChargesPieces(t *testing.T) {
-	r := newRig(t, Options{}, MiB)
+	r := newRig(t, MiB)
 	r.s.SetLimits(0, "default", throttle.Limits{WIOPS: 100})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
@@ -307,7 +316,7 @@ func TestWriteChargesPieces(t *testing.T) {
 // TestTruncateGrowDropsTail: a file grown by truncate is read to its new
 // end, not to the end its cached last page remembers.
 func TestTruncateGrowDropsTail(t *testing.T) {
-	r := newRig(t, Options{}, 5000)
+	r := newRig(t, 5000)
 	r.s.SetLimits(0, "default", throttle.Limits{RBPS: 1 << 40})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
@@ -325,7 +334,7 @@ func TestTruncateGrowDropsTail(t *testing.T) {
 // tenant's queued read will fetch does not wait out the slow one's debt;
 // the read is charged to the fast tenant.
 func TestJoinMovesToFasterGroup(t *testing.T) {
-	r := newRig(t, Options{NoReadahead: true}, 4*MiB)
+	r := newRig(t, 4*MiB, noReadahead)
 	r.s.SetLimits(0, "slow", throttle.Limits{RBPS: 64 * KiB})
 	r.s.SetLimits(0, "fast", throttle.Limits{RBPS: 1 << 30})
 	slow, fast := r.s.Group("slow"), r.s.Group("fast")
@@ -353,7 +362,7 @@ func TestJoinMovesToFasterGroup(t *testing.T) {
 // I/O, not one more for the read that finds the end; after the end's trust
 // expires, a file grown behind sluice's back is read again.
 func TestEOFProbeFree(t *testing.T) {
-	r := newRig(t, Options{}, 8192)
+	r := newRig(t, 8192)
 	r.s.SetLimits(0, "default", throttle.Limits{RIOPS: 100})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
@@ -375,7 +384,7 @@ func TestEOFProbeFree(t *testing.T) {
 // its pieces were admitted withdraws the rest uncharged, and finishes only
 // when the started pieces are written (their data is in use until then).
 func TestCancelWriteWithdrawsUnstarted(t *testing.T) {
-	r := newRig(t, Options{}, 0)
+	r := newRig(t, 0)
 	r.s.SetLimits(0, "default", throttle.Limits{WBPS: MiB})
 	g := r.s.Group("default")
 	req := &Request{}
@@ -406,7 +415,7 @@ func TestCancelWriteWithdrawsUnstarted(t *testing.T) {
 // forgotten (its cache dropped because the file changed) and finishing
 // after it cannot set the end of the file that follows.
 func TestStaleCompletionAfterForget(t *testing.T) {
-	r := newRig(t, Options{}, 8192)
+	r := newRig(t, 8192)
 	g := r.s.Group("default")
 	h := &Handle{Ino: 7}
 	req := &Request{}
@@ -437,7 +446,7 @@ func TestStaleCompletionAfterForget(t *testing.T) {
 // off: a sequential reader at riops=10 gets whole readahead windows per
 // I/O, not one page per I/O.
 func TestIOPSLimitKeepsReadahead(t *testing.T) {
-	r := newRig(t, Options{}, 4*MiB)
+	r := newRig(t, 4*MiB)
 	r.s.SetLimits(0, "default", throttle.Limits{RIOPS: 10})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
