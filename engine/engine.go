@@ -61,7 +61,8 @@ type Engine struct {
 	bufs    sync.Pool // *[]byte aligned read buffers of MaxIO bytes
 }
 
-// New returns an engine; see stack.Options for the defaults.
+// New returns an engine; opts.Options must pass stack.Options.Validate
+// (start from stack.DefaultOptions).
 func New(opts Options) (*Engine, error) {
 	st, err := stack.New(opts.Options)
 	if err != nil {

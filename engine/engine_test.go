@@ -51,8 +51,14 @@ func randomData(n int, seed uint64) []byte {
 	return b
 }
 
-func newEngine(t *testing.T, opts Options) *Engine {
+// newEngine returns an engine with the stack's default options, changed by
+// each of set.
+func newEngine(t *testing.T, set ...func(*Options)) *Engine {
 	t.Helper()
+	opts := Options{Options: stack.DefaultOptions()}
+	for _, f := range set {
+		f(&opts)
+	}
 	e, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +66,8 @@ func newEngine(t *testing.T, opts Options) *Engine {
 	t.Cleanup(e.Close)
 	return e
 }
+
+func noReadahead(o *Options) { o.Readahead = 0 }
 
 // readAll reads the whole file in reads of size bs and checks the bytes.
 func readAll(t *testing.T, e *Engine, h *stack.Handle, g *throttle.Group, want []byte, bs int) {
@@ -96,7 +104,7 @@ func TestReadRate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				data := randomData(10*MiB, 1)
-				e := newEngine(t, Options{Options: stack.Options{NoReadaheadBudget: !tc.budget}})
+				e := newEngine(t, func(o *Options) { o.ReadaheadBudget = tc.budget })
 				e.SetLimits("default", throttle.Limits{RBPS: MiB})
 				g := e.Group("default")
 				h := &stack.Handle{Ino: 1, File: &memFile{data: data}}
@@ -126,7 +134,7 @@ func TestReadRate(t *testing.T) {
 // reading 4 KiB at a time and one 1 MiB at a time, share it by bytes.
 func TestHierarchyShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEngine(t, Options{Options: stack.Options{NoReadahead: true}})
+		e := newEngine(t, noReadahead)
 		e.SetLimits("tenants", throttle.Limits{RBPS: 2 * MiB})
 		a, b := e.Group("tenants/a"), e.Group("tenants/b")
 		data := randomData(64*MiB, 2)
@@ -186,7 +194,7 @@ func TestHierarchyShare(t *testing.T) {
 func TestSetLimitLive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		data := randomData(4*MiB, 3)
-		e := newEngine(t, Options{})
+		e := newEngine(t)
 		e.SetLimits("default", throttle.Limits{RBPS: 64 << 10})
 		g := e.Group("default")
 		h := &stack.Handle{Ino: 1, File: &memFile{data: data}}
@@ -220,7 +228,7 @@ func TestSetLimitLive(t *testing.T) {
 func TestInterrupt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		data := randomData(4*MiB, 4)
-		e := newEngine(t, Options{Options: stack.Options{NoReadahead: true}})
+		e := newEngine(t, noReadahead)
 		e.SetLimits("default", throttle.Limits{RBPS: MiB})
 		g := e.Group("default")
 		f := &memFile{data: data}
@@ -275,7 +283,7 @@ func TestMaxWait(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const run = 60 * time.Second
 				data := randomData(16*MiB, 5)
-				e := newEngine(t, Options{Options: stack.Options{MaxWait: tc.cap}})
+				e := newEngine(t, func(o *Options) { o.MaxWait = tc.cap })
 				if tc.write {
 					e.SetLimits("default", throttle.Limits{WBPS: MiB})
 				} else {
@@ -353,7 +361,7 @@ func TestMaxWait(t *testing.T) {
 // the device at 100 I/Os per second, and the data lands intact.
 func TestWriteSplitIOPS(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEngine(t, Options{})
+		e := newEngine(t)
 		e.SetLimits("default", throttle.Limits{WIOPS: 100})
 		g := e.Group("default")
 		f := &memFile{}
@@ -385,7 +393,7 @@ func TestWriteInvalidatesCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		data := randomData(MiB, 7)
 		f := &memFile{data: append([]byte(nil), data...)}
-		e := newEngine(t, Options{})
+		e := newEngine(t)
 		e.SetLimits("default", throttle.Limits{RBPS: 100 * MiB})
 		g := e.Group("default")
 		h := &stack.Handle{Ino: 1, File: f}
@@ -416,9 +424,8 @@ func TestInterruptSurvivable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		data := randomData(4*MiB, 6)
 		var killed atomic.Bool
-		e := newEngine(t, Options{
-			Options: stack.Options{NoReadahead: true},
-			Dying:   func(context.Context) bool { return killed.Load() },
+		e := newEngine(t, noReadahead, func(o *Options) {
+			o.Dying = func(context.Context) bool { return killed.Load() }
 		})
 		e.SetLimits("default", throttle.Limits{RBPS: MiB})
 		g := e.Group("default")
@@ -470,7 +477,7 @@ func TestWriteErrorPrefix(t *testing.T) {
 			}
 			return nil
 		}}
-		e := newEngine(t, Options{Options: stack.Options{MaxIO: 128 << 10}})
+		e := newEngine(t, func(o *Options) { o.MaxIO = 128 << 10 })
 		e.SetLimits("default", throttle.Limits{WIOPS: 10}) // pieces 100 ms apart: one call each
 		g := e.Group("default")
 		h := &stack.Handle{Ino: 1, File: f}

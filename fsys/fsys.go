@@ -26,6 +26,8 @@ import (
 
 // Options configure a mount.
 type Options struct {
+	// Options are the engine's, the stack's among them; they must pass
+	// stack.Options.Validate (start from stack.DefaultOptions).
 	engine.Options
 
 	// Source is the directory passed through. Required.

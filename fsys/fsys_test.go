@@ -162,10 +162,14 @@ func mountDirs(t *testing.T) (dir, src, mnt string) {
 }
 
 // mount serves a fresh source directory and returns it, the mount point
-// and the file system. Unmounted when the test ends.
+// and the file system. Unmounted when the test ends. Stack options left
+// all zero are the defaults.
 func mount(t *testing.T, opts Options) (src, mnt string, f *FS) {
 	t.Helper()
 	needFUSE(t)
+	if opts.Options.Options == (stack.Options{}) {
+		opts.Options.Options = stack.DefaultOptions()
+	}
 	_, src, mnt = mountDirs(t)
 	if opts.Source == "" {
 		opts.Source = src
@@ -265,7 +269,8 @@ func TestReadIdentical(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{}
-			opts.NoReadaheadBudget = !tc.budget
+			opts.Options.Options = stack.DefaultOptions()
+			opts.ReadaheadBudget = tc.budget
 			for _, s := range tc.limits {
 				opts.Limits = append(opts.Limits, limit(t, s))
 			}
@@ -691,7 +696,8 @@ func TestPassthroughReadOnly(t *testing.T) {
 // it names and is in force at once: reads are paced at the new rate.
 func TestSetLimitLive(t *testing.T) {
 	opts := Options{Limits: []group.LimitSpec{limit(t, "default rbps=1GiB riops=1000")}}
-	opts.NoReadahead = true // one 4 KiB read at a fresh offset is one device I/O
+	opts.Options.Options = stack.DefaultOptions()
+	opts.Readahead = 0 // one 4 KiB read at a fresh offset is one device I/O
 	src, mnt, f := mount(t, opts)
 	const size = 64 << 20
 	if err := os.WriteFile(filepath.Join(src, "f"), nil, 0o644); err != nil {

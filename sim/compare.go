@@ -16,19 +16,16 @@ func (sc *Scenario) Set(key, value string) error {
 	case "max-io":
 		err = m.MaxIO.UnmarshalText([]byte(value))
 	case "readahead":
-		var s Size
-		err = s.UnmarshalText([]byte(value))
-		m.Readahead = &s
+		err = m.Readahead.UnmarshalText([]byte(value))
 	case "readahead-budget":
-		var b bool
 		switch value {
 		case "on", "true":
-			b = true
+			m.ReadaheadBudget = true
 		case "off", "false":
+			m.ReadaheadBudget = false
 		default:
 			return fmt.Errorf("--compare readahead-budget=%s: want on or off", value)
 		}
-		m.ReadaheadBudget = &b
 	case "cache":
 		err = m.Cache.UnmarshalText([]byte(value))
 	case "burst":
@@ -64,17 +61,10 @@ func ParseCompare(s string) (string, []string, error) {
 	return key, strings.Split(vals, ","), nil
 }
 
-// clone returns a deep enough copy of sc for one run of a comparison.
+// clone returns a deep enough copy of sc for one run of a comparison: Set
+// changes only Mount, a value.
 func (sc *Scenario) clone() *Scenario {
 	c := *sc
-	if sc.Mount.Readahead != nil {
-		v := *sc.Mount.Readahead
-		c.Mount.Readahead = &v
-	}
-	if sc.Mount.ReadaheadBudget != nil {
-		v := *sc.Mount.ReadaheadBudget
-		c.Mount.ReadaheadBudget = &v
-	}
 	return &c
 }
 

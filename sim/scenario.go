@@ -41,15 +41,16 @@ type Scenario struct {
 }
 
 // Mount holds the `sluice mount` flags that affect policy, and the FUSE
-// round trip the simulator charges each request.
+// round trip the simulator charges each request. Keys a scenario leaves
+// out keep the defaults of `sluice mount` (stack.DefaultOptions).
 type Mount struct {
 	MaxIO           Size     `toml:"max-io"`
-	Readahead       *Size    `toml:"readahead"` // 0: off
-	ReadaheadBudget *bool    `toml:"readahead-budget"`
+	Readahead       Size     `toml:"readahead"` // 0: off
+	ReadaheadBudget bool     `toml:"readahead-budget"`
 	Cache           Size     `toml:"cache"`
-	Burst           Duration `toml:"burst"`
-	MaxWait         Duration `toml:"max-wait"`
-	MaxRead         Size     `toml:"max-read"`     // largest FUSE read or write request
+	Burst           Duration `toml:"burst"`        // 0: no idle credit
+	MaxWait         Duration `toml:"max-wait"`     // 0: no cap
+	MaxRead         Size     `toml:"max-read"`     // largest FUSE read or write request; 0: 1MiB
 	FuseLatency     Duration `toml:"fuse-latency"` // per FUSE request
 	// WriteThrottle is where writes are throttled: "write" (sluice: paced
 	// at write()) or "writeback" (the kernel's block throttle: write()
@@ -61,6 +62,32 @@ type Mount struct {
 // defaultDirtyLimit is the page cache's dirty limit when a scenario gives
 // none: vm.dirty_ratio's 20 % of 5 GiB.
 const defaultDirtyLimit = 1 << 30
+
+// defaultMount is the [mount] table of a scenario that gives none.
+func defaultMount() Mount {
+	d := stack.DefaultOptions()
+	return Mount{
+		MaxIO: Size(d.MaxIO), Readahead: Size(d.Readahead), ReadaheadBudget: d.ReadaheadBudget,
+		Cache: Size(d.CacheBytes), Burst: Duration(d.Burst), MaxWait: Duration(d.MaxWait),
+	}
+}
+
+// mountKeys names the [mount] key of each field of stack.Options.
+var mountKeys = map[string]string{
+	"MaxIO":           "max-io",
+	"Readahead":       "readahead",
+	"ReadaheadBudget": "readahead-budget",
+	"CacheBytes":      "cache",
+	"Burst":           "burst",
+	"MaxWait":         "max-wait",
+}
+
+// mountError is a [mount] value the stack cannot use.
+type mountError struct {
+	key, value, want string
+}
+
+func (e *mountError) Error() string { return fmt.Sprintf("%s %s: want %s", e.key, e.value, e.want) }
 
 // Device is a modelled disk.
 type Device struct {
@@ -190,7 +217,7 @@ func Load(file string) (*Scenario, error) {
 
 // Parse reads a scenario from src; file names it in errors.
 func Parse(file, src string) (*Scenario, error) {
-	sc := &Scenario{file: file, src: src}
+	sc := &Scenario{file: file, src: src, Mount: defaultMount()}
 	md, err := toml.Decode(src, sc)
 	if err != nil {
 		var pe toml.ParseError
@@ -328,6 +355,10 @@ func (sc *Scenario) check() error {
 		return fmt.Errorf("%s: no [[job]]: a scenario needs at least one", sc.file)
 	}
 	if _, err := sc.options(); err != nil {
+		var me *mountError
+		if errors.As(err, &me) {
+			return sc.errAt(toml.Key{"mount", me.key}, "%s: want %s", me.value, me.want)
+		}
 		return fmt.Errorf("%s:%d: mount: %v", sc.file, sc.line(toml.Key{"mount"}), err)
 	}
 	if sc.CompareDefault != "" {
@@ -366,26 +397,23 @@ func (sc *Scenario) limits(g Group) (throttle.Limits, error) {
 	return l, nil
 }
 
-// options returns the stack options the mount section asks for.
+// options returns the stack options the mount section asks for; a value
+// the stack cannot use is a *mountError.
 func (sc *Scenario) options() (stack.Options, error) {
 	m := sc.Mount
 	o := stack.Options{
-		MaxIO: int64(m.MaxIO), CacheBytes: int64(m.Cache),
-		Burst: time.Duration(m.Burst), MaxWait: time.Duration(m.MaxWait),
+		MaxIO: int64(m.MaxIO), Readahead: int64(m.Readahead), ReadaheadBudget: m.ReadaheadBudget,
+		CacheBytes: int64(m.Cache), Burst: time.Duration(m.Burst), MaxWait: time.Duration(m.MaxWait),
 	}
-	if m.Readahead != nil {
-		o.Readahead = int64(*m.Readahead)
-		if o.Readahead == 0 {
-			o.NoReadahead = true
-			o.Readahead = 128 << 10
+	if err := o.Validate(); err != nil {
+		var oe *stack.OptionError
+		if errors.As(err, &oe) {
+			return o, &mountError{key: mountKeys[oe.Field], value: oe.Value, want: oe.Want}
 		}
-	}
-	if m.ReadaheadBudget != nil {
-		o.NoReadaheadBudget = !*m.ReadaheadBudget
+		return o, err
 	}
 	if w := m.WriteThrottle; w != "" && w != "write" && w != "writeback" {
 		return o, fmt.Errorf("write-throttle %q: want write (sluice's pacing at write()) or writeback (the kernel's throttle of the flusher)", w)
 	}
-	o.EnsureDefaults()
-	return o, o.Validate()
+	return o, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sluice/stack"
 )
 
 // runAll runs a scenario with its own comparison and renders everything a
@@ -115,6 +117,10 @@ size = "1MiB"
 		{"no device", `group = "g"`, "group = \"g\"\ndevice = \"nvme\"", `x.toml:9: job.0.device: no device "nvme"`},
 		{"bad latency", `[[group]]`, "[[device]]\nname = \"d\"\nlatency = \"gauss(1ms)\"\n[[group]]", "x.toml:4: device.latency:"},
 		{"bad compare", `name = "x"`, "name = \"x\"\ncompare = \"speed=1,2\"", "x.toml:2: compare: speed: unknown key"},
+		{"bad max-io", `name = "x"`, "name = \"x\"\n[mount]\nmax-io = \"3k\"", "x.toml:3: mount.max-io: 3KiB: want a multiple of 4KiB from 4KiB to 1GiB"},
+		{"bad readahead", `name = "x"`, "name = \"x\"\n[mount]\nreadahead = \"1000\"", "x.toml:3: mount.readahead: 1000: want 0 (off)"},
+		{"small cache", `name = "x"`, "name = \"x\"\n[mount]\nreadahead = \"1MiB\"\ncache = \"8MiB\"", "x.toml:4: mount.cache: 8MiB: want at least 16 readahead windows, 16MiB"},
+		{"bad compare value", `name = "x"`, "name = \"x\"\ncompare = \"max-io=4k,3k\"", "x.toml:2: compare: max-io=3k: max-io 3KiB: want a multiple of 4KiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := strings.Replace(good, tc.from, tc.to, 1)
@@ -126,6 +132,35 @@ size = "1MiB"
 	}
 	if _, err := Parse("x.toml", good); err != nil {
 		t.Fatalf("the good scenario: %v", err)
+	}
+}
+
+// TestMountDefaults: keys a scenario leaves out take sluice mount's
+// defaults; 0 turns readahead, idle credit and the wait cap off.
+func TestMountDefaults(t *testing.T) {
+	const jobs = `
+[[job]]
+name = "a"
+group = "g"
+rw = "read"
+bs = "4k"
+size = "1MiB"
+`
+	sc, err := Parse("x.toml", jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := sc.options(); err != nil || o != stack.DefaultOptions() {
+		t.Fatalf("no [mount]: %+v, %v; want the defaults %+v", o, err, stack.DefaultOptions())
+	}
+	sc, err = Parse("x.toml", "[mount]\nreadahead = \"0\"\nburst = \"0s\"\nreadahead-budget = false\n"+jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := stack.DefaultOptions()
+	want.Readahead, want.Burst, want.ReadaheadBudget = 0, 0, false
+	if o, err := sc.options(); err != nil || o != want {
+		t.Fatalf("readahead and burst 0, budget off: %+v, %v; want %+v", o, err, want)
 	}
 }
 

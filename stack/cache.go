@@ -150,7 +150,7 @@ func (s *Stack) remove(p *page) {
 	s.lru.unlink(p)
 	s.cached--
 	if p.ahead {
-		s.each(p.group, func(c *counters) { c.RAWasted += int64(len(p.buf)) })
+		s.each(p.group, func(c *Counters) { c.RAWasted += int64(len(p.buf)) })
 		p.ahead = false
 	}
 }

@@ -10,42 +10,18 @@ import (
 	"sluice/throttle"
 )
 
-// counters are one group's running totals. They include the group's
-// descendants, as io.stat does.
-type counters struct {
-	AppRBytes, AppReads, AppWBytes, AppWrites int64
-	RBytes, RIOs, WBytes, WIOs                int64
-	ThrottledNs                               int64
-	RAIssued, RAUsed, RAWasted                int64
-}
-
-func (s *Stack) counters(g *throttle.Group) *counters {
-	c := s.stats[g]
-	if c == nil {
-		c = new(counters)
-		s.stats[g] = c
-	}
-	return c
-}
-
-// each applies fn to the counters of g and every ancestor.
-func (s *Stack) each(g *throttle.Group, fn func(*counters)) {
-	for ; g != nil; g = g.Parent() {
-		fn(s.counters(g))
-	}
-}
-
-// GroupMetrics is one group's figures, in the shape of io.stat.
-type GroupMetrics struct {
-	Group  string `json:"group"`
-	Limits string `json:"limits"`
+// Counters are one group's running totals, in the shape of io.stat. Like
+// io.stat they include the group's descendants. The JSON names are those
+// of `sluice stat --json`; CounterFields lists the fields in order.
+type Counters struct {
 	// Application level: bytes and calls as seen at FUSE.
 	AppRBytes int64 `json:"app_rbytes"`
 	AppReads  int64 `json:"app_reads"`
 	AppWBytes int64 `json:"app_wbytes"`
 	AppWrites int64 `json:"app_writes"`
 	// Device level, after splitting into MaxIO pieces: the figures the
-	// limits govern.
+	// limits govern. Bytes are those the device moved; I/Os are counted
+	// as they are started.
 	RBytes int64 `json:"rbytes"`
 	RIOs   int64 `json:"rios"`
 	WBytes int64 `json:"wbytes"`
@@ -57,6 +33,61 @@ type GroupMetrics struct {
 	RAIssued int64 `json:"ra_issued"`
 	RAUsed   int64 `json:"ra_used"`
 	RAWasted int64 `json:"ra_wasted"`
+}
+
+// CounterField describes one field of Counters for renderings that walk
+// them: the stat table, an exporter.
+type CounterField struct {
+	// Name is the field's JSON name. The stat table uses it as the column
+	// heading, less the "_ns" suffix of a time.
+	Name string
+	// Help says what the field counts, in one line.
+	Help string
+	// Nanos says the value is a time in nanoseconds; the table shows
+	// seconds.
+	Nanos bool
+	// Get reads the field.
+	Get func(*Counters) int64
+}
+
+// CounterFields lists every field of Counters, in order.
+var CounterFields = []CounterField{
+	{Name: "app_rbytes", Help: "bytes read by applications", Get: func(c *Counters) int64 { return c.AppRBytes }},
+	{Name: "app_reads", Help: "read calls by applications", Get: func(c *Counters) int64 { return c.AppReads }},
+	{Name: "app_wbytes", Help: "bytes written by applications", Get: func(c *Counters) int64 { return c.AppWBytes }},
+	{Name: "app_writes", Help: "write calls by applications", Get: func(c *Counters) int64 { return c.AppWrites }},
+	{Name: "rbytes", Help: "bytes read from the device", Get: func(c *Counters) int64 { return c.RBytes }},
+	{Name: "rios", Help: "device reads of at most --max-io bytes", Get: func(c *Counters) int64 { return c.RIOs }},
+	{Name: "wbytes", Help: "bytes written to the device", Get: func(c *Counters) int64 { return c.WBytes }},
+	{Name: "wios", Help: "device writes of at most --max-io bytes", Get: func(c *Counters) int64 { return c.WIOs }},
+	{Name: "throttled_ns", Help: "time device I/Os waited for the throttle, summed", Nanos: true, Get: func(c *Counters) int64 { return c.ThrottledNs }},
+	{Name: "ra_issued", Help: "bytes read ahead", Get: func(c *Counters) int64 { return c.RAIssued }},
+	{Name: "ra_used", Help: "bytes read ahead and then read by an application", Get: func(c *Counters) int64 { return c.RAUsed }},
+	{Name: "ra_wasted", Help: "bytes read ahead and dropped unused", Get: func(c *Counters) int64 { return c.RAWasted }},
+}
+
+func (s *Stack) counters(g *throttle.Group) *Counters {
+	c := s.stats[g]
+	if c == nil {
+		c = new(Counters)
+		s.stats[g] = c
+	}
+	return c
+}
+
+// each applies fn to the counters of g and every ancestor.
+func (s *Stack) each(g *throttle.Group, fn func(*Counters)) {
+	for ; g != nil; g = g.Parent() {
+		fn(s.counters(g))
+	}
+}
+
+// GroupMetrics is one group's figures: its path and limits, and a copy of
+// its counters.
+type GroupMetrics struct {
+	Group  string `json:"group"`
+	Limits string `json:"limits"`
+	Counters
 }
 
 // Metrics is a snapshot of the stack's figures.
@@ -71,13 +102,7 @@ type Metrics struct {
 func (s *Stack) Metrics() Metrics {
 	m := Metrics{CacheBytes: s.cached * PageSize, CacheLimit: s.limit * PageSize, Queued: s.queue.Len()}
 	for g, c := range s.stats {
-		m.Groups = append(m.Groups, GroupMetrics{
-			Group: g.Path(), Limits: group.FormatLimits(g.Limits()),
-			AppRBytes: c.AppRBytes, AppReads: c.AppReads, AppWBytes: c.AppWBytes, AppWrites: c.AppWrites,
-			RBytes: c.RBytes, RIOs: c.RIOs, WBytes: c.WBytes, WIOs: c.WIOs,
-			ThrottledNs: c.ThrottledNs,
-			RAIssued:    c.RAIssued, RAUsed: c.RAUsed, RAWasted: c.RAWasted,
-		})
+		m.Groups = append(m.Groups, GroupMetrics{Group: g.Path(), Limits: group.FormatLimits(g.Limits()), Counters: *c})
 	}
 	sort.Slice(m.Groups, func(i, j int) bool { return m.Groups[i].Group < m.Groups[j].Group })
 	return m
@@ -87,12 +112,26 @@ func (s *Stack) Metrics() Metrics {
 func (m Metrics) String() string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "group\tapp_rbytes\tapp_reads\tapp_wbytes\tapp_writes\trbytes\trios\twbytes\twios\tthrottled\tra_issued\tra_used\tra_wasted\t limits")
-	for _, g := range m.Groups {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.3fs\t%d\t%d\t%d\t %s\n",
-			g.Group, g.AppRBytes, g.AppReads, g.AppWBytes, g.AppWrites,
-			g.RBytes, g.RIOs, g.WBytes, g.WIOs, float64(g.ThrottledNs)/1e9,
-			g.RAIssued, g.RAUsed, g.RAWasted, g.Limits)
+	fmt.Fprint(w, "group\t")
+	for _, f := range CounterFields {
+		if f.Nanos {
+			fmt.Fprintf(w, "%s\t", strings.TrimSuffix(f.Name, "_ns"))
+		} else {
+			fmt.Fprintf(w, "%s\t", f.Name)
+		}
+	}
+	fmt.Fprintln(w, " limits")
+	for i := range m.Groups {
+		g := &m.Groups[i]
+		fmt.Fprintf(w, "%s\t", g.Group)
+		for _, f := range CounterFields {
+			if v := f.Get(&g.Counters); f.Nanos {
+				fmt.Fprintf(w, "%.3fs\t", float64(v)/1e9)
+			} else {
+				fmt.Fprintf(w, "%d\t", v)
+			}
+		}
+		fmt.Fprintf(w, " %s\n", g.Limits)
 	}
 	w.Flush()
 	fmt.Fprintf(&b, "cache %d of %d bytes, %d I/Os queued\n", m.CacheBytes, m.CacheLimit, m.Queued)

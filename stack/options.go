@@ -3,77 +3,111 @@ package stack
 import (
 	"fmt"
 	"time"
+
+	"sluice/group"
+	"sluice/throttle"
 )
 
 // PageSize is the unit of sluice's read cache and readahead.
 const PageSize = 4096
 
-// Options configure a Stack. The zero value is usable after EnsureDefaults.
+// Bounds of the options (see Validate).
+const (
+	maxIOLimit     = 1 << 30
+	readaheadLimit = 64 << 20
+	// cacheWindows is how many readahead windows (pages, with readahead
+	// off) the read cache must hold at least.
+	cacheWindows = 16
+)
+
+// Options configure a Stack. Start from DefaultOptions: in the zero value
+// readahead, idle credit and the wait cap are off, and MaxIO and CacheBytes
+// are 0, which Validate rejects.
 type Options struct {
 	// MaxIO is the largest device request in bytes: reads and writes are
 	// split into pieces of at most MaxIO, and each piece is one I/O for IOPS
-	// limits. It must be a multiple of PageSize. The default is 128KiB.
+	// limits. It must be a multiple of PageSize from PageSize to 1GiB.
+	// The default is 128KiB.
 	MaxIO int64
 
-	// Readahead is the largest readahead window in bytes. It must be a
-	// multiple of PageSize; 0 after EnsureDefaults is not possible, use
-	// NoReadahead to turn readahead off. The default is 128KiB.
+	// Readahead is the largest readahead window in bytes; 0 turns
+	// readahead off (each read reads only what it asks for). Otherwise it
+	// must be a multiple of PageSize up to 64MiB. The default is
+	// 128KiB.
 	Readahead int64
 
-	// NoReadahead reads only what each read asks for. The default is false.
-	NoReadahead bool
+	// ReadaheadBudget clamps asynchronous readahead to the group's current
+	// byte budget; false reproduces the kernel's behaviour. The default is
+	// true.
+	ReadaheadBudget bool
 
-	// NoReadaheadBudget turns off the clamp of asynchronous readahead to the
-	// group's current byte budget, reproducing the kernel's behaviour. The
-	// default is false: readahead is clamped to the budget.
-	NoReadaheadBudget bool
-
-	// CacheBytes bounds the memory of the read cache. The default is 256MiB.
+	// CacheBytes bounds the memory of the read cache. It must hold at least
+	// 16 readahead windows, or 16 pages with readahead off. The default is
+	// 256MiB.
 	CacheBytes int64
 
-	// Burst caps a group's idle credit. The default is 10ms.
+	// Burst caps a group's idle credit, as time at its rate; 0 means no
+	// idle credit. It must not be negative. The default is 10ms.
 	Burst time.Duration
 
 	// MaxWait caps how long one request waits for the throttle; 0 means no
 	// cap. A request that reaches it is answered with the part that is
 	// ready, at least one page, the page forced through into debt that the
-	// group's later requests pay (see request.go). The default is 0.
+	// group's later requests pay (see request.go). It must not be
+	// negative. The default is 0.
 	MaxWait time.Duration
 }
 
-// EnsureDefaults fills zero fields with their defaults.
-func (o *Options) EnsureDefaults() {
-	if o.MaxIO == 0 {
-		o.MaxIO = 128 << 10
-	}
-	if o.Readahead == 0 {
-		o.Readahead = 128 << 10
-	}
-	if o.CacheBytes == 0 {
-		o.CacheBytes = 256 << 20
-	}
-	if o.Burst == 0 {
-		o.Burst = 10 * time.Millisecond
+// DefaultOptions returns the defaults of every option.
+func DefaultOptions() Options {
+	return Options{
+		MaxIO:           128 << 10,
+		Readahead:       128 << 10,
+		ReadaheadBudget: true,
+		CacheBytes:      256 << 20,
+		Burst:           throttle.DefaultBurst,
 	}
 }
 
-// Validate reports the first field that holds a value sluice cannot use.
+// OptionError is the error of Validate: the field of Options that holds a
+// value sluice cannot use, the value, and what is allowed. Front ends name
+// the field as their users spell it (a flag, a key).
+type OptionError struct {
+	Field string // the field of Options, such as "MaxIO"
+	Value string // the value as a user would write it: "3KiB", "-1s"
+	Want  string // what is allowed: "a multiple of 4KiB from 4KiB to 1GiB"
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("%s %s: want %s", e.Field, e.Value, e.Want)
+}
+
+// Validate returns an *OptionError for the first field that holds a value
+// sluice cannot use, or nil.
 func (o *Options) Validate() error {
+	size := group.FormatSize
+	bad := func(field, value, want string, a ...any) error {
+		return &OptionError{Field: field, Value: value, Want: fmt.Sprintf(want, a...)}
+	}
 	switch {
-	case o.MaxIO < PageSize || o.MaxIO%PageSize != 0:
-		return fmt.Errorf("MaxIO %d: must be a positive multiple of %d bytes", o.MaxIO, PageSize)
-	case o.MaxIO > 1<<30:
-		return fmt.Errorf("MaxIO %d: must be at most 1GiB", o.MaxIO)
-	case o.Readahead < PageSize || o.Readahead%PageSize != 0:
-		return fmt.Errorf("Readahead %d: must be a positive multiple of %d bytes", o.Readahead, PageSize)
-	case o.Readahead > 64<<20:
-		return fmt.Errorf("Readahead %d: must be at most 64MiB", o.Readahead)
-	case o.CacheBytes < 16*o.Readahead:
-		return fmt.Errorf("CacheBytes %d: must hold at least 16 readahead windows (%d bytes)", o.CacheBytes, 16*o.Readahead)
+	case o.MaxIO < PageSize || o.MaxIO%PageSize != 0 || o.MaxIO > maxIOLimit:
+		return bad("MaxIO", size(o.MaxIO), "a multiple of %s from %s to %s", size(PageSize), size(PageSize), size(maxIOLimit))
+	case o.Readahead < 0 || o.Readahead%PageSize != 0 || o.Readahead > readaheadLimit:
+		return bad("Readahead", size(o.Readahead), "0 (off) or a multiple of %s up to %s", size(PageSize), size(readaheadLimit))
+	case o.CacheBytes < o.minCache():
+		if o.Readahead == 0 {
+			return bad("CacheBytes", size(o.CacheBytes), "at least %d pages, %s", cacheWindows, size(o.minCache()))
+		}
+		return bad("CacheBytes", size(o.CacheBytes), "at least %d readahead windows, %s", cacheWindows, size(o.minCache()))
 	case o.Burst < 0:
-		return fmt.Errorf("Burst %v: must not be negative", o.Burst)
+		return bad("Burst", o.Burst.String(), "0 (no idle credit) or a positive duration such as 10ms")
 	case o.MaxWait < 0:
-		return fmt.Errorf("MaxWait %v: must not be negative (0 is no cap)", o.MaxWait)
+		return bad("MaxWait", o.MaxWait.String(), "0 (no cap) or a positive duration such as 30s")
 	}
 	return nil
+}
+
+// minCache is the least CacheBytes that Validate accepts.
+func (o *Options) minCache() int64 {
+	return cacheWindows * max(o.Readahead, PageSize)
 }

@@ -13,7 +13,7 @@ import (
 // the part that is ready.
 func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
 	*r = Request{Value: r.Value, dir: throttle.Read, group: g, handle: h, off: off, len: n}
-	s.each(g, func(c *counters) { c.AppReads++ })
+	s.each(g, func(c *Counters) { c.AppReads++ })
 	if n <= 0 {
 		s.finish(r)
 		return s.release(now)
@@ -33,7 +33,7 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 		p := f.pages.get(idx)
 		if p == nil {
 			var w readahead.Window
-			if s.opts.NoReadahead {
+			if s.opts.Readahead == 0 {
 				w = readahead.Window{Start: idx, Size: want}
 			} else {
 				w = s.clamp(now, h, g, h.ra.Sync(idx, want, maxPages, f))
@@ -55,7 +55,7 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 			// counted when its length is known.
 			p.ahead = false
 			if !p.pending {
-				s.each(p.group, func(c *counters) { c.RAUsed += int64(len(p.buf)) })
+				s.each(p.group, func(c *Counters) { c.RAUsed += int64(len(p.buf)) })
 			}
 		}
 		r.pages = append(r.pages, p)
@@ -107,7 +107,7 @@ func (s *Stack) join(now int64, io *IO, g *throttle.Group) {
 
 // clamp applies the readahead budget to w when the budget is on.
 func (s *Stack) clamp(now int64, h *Handle, g *throttle.Group, w readahead.Window) readahead.Window {
-	if s.opts.NoReadaheadBudget || w.AsyncSize == 0 {
+	if !s.opts.ReadaheadBudget || w.AsyncSize == 0 {
 		return w
 	}
 	// Bytes only: readahead that extends a read up to MaxIO costs no more
@@ -197,7 +197,7 @@ func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
 	if got < io.Len {
 		s.tree.Refund(now, io.group, throttle.Read, io.Len-got)
 	}
-	s.each(io.group, func(c *counters) { c.RBytes += got })
+	s.each(io.group, func(c *Counters) { c.RBytes += got })
 	if f := s.files[io.Ino]; err == nil && got < io.Len && f != nil && f.gen == io.gen {
 		f.eof, f.eofAt = io.Off+got, now
 	}
@@ -229,7 +229,7 @@ func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
 			if !p.ahead {
 				used = n // used while it was being read
 			}
-			s.each(p.group, func(c *counters) { c.RAIssued += n; c.RAUsed += used })
+			s.each(p.group, func(c *Counters) { c.RAIssued += n; c.RAUsed += used })
 		}
 		for _, r := range p.waiters {
 			if err != nil && r.Err == nil {
@@ -327,7 +327,7 @@ func (s *Stack) ReadCached(now int64, h *Handle, g *throttle.Group, off, n int64
 			p := f.pages.get(idx)
 			if p.ahead {
 				p.ahead = false
-				s.each(p.group, func(c *counters) { c.RAUsed += PageSize })
+				s.each(p.group, func(c *Counters) { c.RAUsed += PageSize })
 			}
 			s.lru.touch(p)
 		}
@@ -337,6 +337,6 @@ func (s *Stack) ReadCached(now int64, h *Handle, g *throttle.Group, off, n int64
 		return 0, s.release(now)
 	}
 	k := int64(served)
-	s.each(g, func(c *counters) { c.AppReads += k; c.AppRBytes += k * n })
+	s.each(g, func(c *Counters) { c.AppReads += k; c.AppRBytes += k * n })
 	return served, s.release(now)
 }

@@ -136,38 +136,39 @@ type Stack struct {
 	lru     pageList
 	cached  int64 // valid pages in the LRU
 	limit   int64 // page capacity
-	stats   map[*throttle.Group]*counters
+	stats   map[*throttle.Group]*Counters
 	waiting reqList // requests with a deadline, oldest first
 	scratch []*throttle.Request
 	acts    Actions
 }
 
-// New returns a stack with opts (defaults applied; see Options.Validate).
+// New returns a stack with opts, which must pass Options.Validate.
 func New(opts Options) (*Stack, error) {
-	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	t := throttle.New(throttle.Config{Burst: opts.Burst})
+	// The throttle takes a zero Burst as its default; 1ns leaves no idle
+	// credit (one byte at 1GB/s).
+	t := throttle.New(throttle.Config{Burst: max(opts.Burst, 1)})
 	s := &Stack{
 		opts:  opts,
 		tree:  t,
 		queue: throttle.NewQueue(t),
 		files: make(map[uint64]*file),
 		limit: opts.CacheBytes / PageSize,
-		stats: make(map[*throttle.Group]*counters),
+		stats: make(map[*throttle.Group]*Counters),
 	}
 	s.lru.init()
 	return s, nil
 }
 
-// Options returns the options in force, defaults filled in.
+// Options returns the options in force.
 func (s *Stack) Options() Options { return s.opts }
 
 // Group returns the group for a slash-separated path, creating it.
 func (s *Stack) Group(path string) *throttle.Group {
 	g := s.tree.Group(path)
-	s.each(g, func(*counters) {}) // list it and its ancestors in Metrics
+	s.each(g, func(*Counters) {}) // list it and its ancestors in Metrics
 	return g
 }
 
@@ -206,7 +207,7 @@ func (s *Stack) release(now int64) Actions {
 func (s *Stack) admitted(now int64, io *IO) {
 	io.started = true
 	wait := now - io.queuedAt
-	s.each(io.group, func(c *counters) {
+	s.each(io.group, func(c *Counters) {
 		c.ThrottledNs += wait
 		if io.Dir == throttle.Read {
 			c.RIOs++
@@ -224,7 +225,7 @@ func (s *Stack) finish(r *Request) {
 	r.done = true
 	s.waiting.remove(r)
 	if r.dir == throttle.Read {
-		s.each(r.group, func(c *counters) { c.AppRBytes += r.Size() })
+		s.each(r.group, func(c *Counters) { c.AppRBytes += r.Size() })
 	}
 	s.acts.Done = append(s.acts.Done, r)
 }

@@ -26,7 +26,13 @@ type rig struct {
 	done   []*Request
 }
 
-func newRig(t *testing.T, opts Options, size int) *rig {
+// newRig returns a stack with the default options, changed by each of set,
+// and a file of size bytes.
+func newRig(t *testing.T, size int, set ...func(*Options)) *rig {
+	opts := DefaultOptions()
+	for _, f := range set {
+		f(&opts)
+	}
 	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +43,9 @@ func newRig(t *testing.T, opts Options, size int) *rig {
 	}
 	return &rig{t: t, s: s, data: data, wake: -1}
 }
+
+func noBudget(o *Options)    { o.ReadaheadBudget = false }
+func noReadahead(o *Options) { o.Readahead = 0 }
 
 func (r *rig) take(a Actions) {
 	r.queued = append(r.queued, a.Start...)
@@ -116,7 +125,7 @@ func TestBudgetClampsReadahead(t *testing.T) {
 		wantRA   bool
 	}{{"on", false, false}, {"off", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, Options{NoReadaheadBudget: tc.noBudget}, 4*MiB)
+			r := newRig(t, 4*MiB, func(o *Options) { o.ReadaheadBudget = !tc.noBudget })
 			r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
 			g := r.s.Group("default")
 			h := &Handle{Ino: 1}
@@ -141,7 +150,7 @@ func TestBudgetClampsReadahead(t *testing.T) {
 // TestBudgetGivesIdleReaderReadahead: a slow reader (idle between reads)
 // banks credit, so its readahead runs ahead within that credit.
 func TestBudgetGivesIdleReaderReadahead(t *testing.T) {
-	r := newRig(t, Options{}, 4*MiB)
+	r := newRig(t, 4*MiB)
 	r.s.SetLimits(0, "default", throttle.Limits{RBPS: 100 * MiB})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
@@ -161,7 +170,7 @@ func TestBudgetGivesIdleReaderReadahead(t *testing.T) {
 // TestCancelWithdraws: an interrupted read's queued demand I/O leaves the
 // queue uncharged, and its pages leave the cache.
 func TestCancelWithdraws(t *testing.T) {
-	r := newRig(t, Options{NoReadahead: true}, 4*MiB)
+	r := newRig(t, 4*MiB, noReadahead)
 	r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
@@ -188,7 +197,7 @@ func TestCancelWithdraws(t *testing.T) {
 // TestEOFRefund: a window past the end of file reads short; the unread
 // bytes are refunded and nothing past the end is cached.
 func TestEOFRefund(t *testing.T) {
-	r := newRig(t, Options{NoReadaheadBudget: true}, 10000)
+	r := newRig(t, 10000, noBudget)
 	r.s.SetLimits(0, "default", throttle.Limits{RBPS: MiB})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
@@ -216,7 +225,7 @@ func TestEOFRefund(t *testing.T) {
 // TestEvictionCountsWaste: readahead evicted before use is wasted, and the
 // cache stays within its bound.
 func TestEvictionCountsWaste(t *testing.T) {
-	r := newRig(t, Options{CacheBytes: 2 * MiB, NoReadaheadBudget: true}, 64*MiB)
+	r := newRig(t, 64*MiB, noBudget, func(o *Options) { o.CacheBytes = 2 * MiB })
 	g := r.s.Group("default")
 	r.s.SetLimits(0, "default", throttle.Limits{RBPS: 1 << 40})
 	// Many streams each read one page and move on: their readahead windows
@@ -239,7 +248,7 @@ func TestEvictionCountsWaste(t *testing.T) {
 // TestTruncateGrowDropsTail: a file grown by truncate is read to its new
 // end, not to the end its cached last page remembers.
 func TestTruncateGrowDropsTail(t *testing.T) {
-	r := newRig(t, Options{}, 5000)
+	r := newRig(t, 5000)
 	r.s.SetLimits(0, "default", throttle.Limits{RBPS: 1 << 40})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
@@ -257,7 +266,7 @@ func TestTruncateGrowDropsTail(t *testing.T) {
 // I/O, not one more for the read that finds the end; after the end's trust
 // expires, a file grown behind sluice's back is read again.
 func TestEOFProbeFree(t *testing.T) {
-	r := newRig(t, Options{}, 8192)
+	r := newRig(t, 8192)
 	r.s.SetLimits(0, "default", throttle.Limits{RIOPS: 100})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}
@@ -279,7 +288,7 @@ func TestEOFProbeFree(t *testing.T) {
 // forgotten (its cache dropped because the file changed) and finishing
 // after it cannot set the end of the file that follows.
 func TestStaleCompletionAfterForget(t *testing.T) {
-	r := newRig(t, Options{}, 8192)
+	r := newRig(t, 8192)
 	g := r.s.Group("default")
 	h := &Handle{Ino: 7}
 	req := &Request{}
@@ -310,7 +319,7 @@ func TestStaleCompletionAfterForget(t *testing.T) {
 // off: a sequential reader at riops=10 gets whole readahead windows per
 // I/O, not one page per I/O.
 func TestIOPSLimitKeepsReadahead(t *testing.T) {
-	r := newRig(t, Options{}, 4*MiB)
+	r := newRig(t, 4*MiB)
 	r.s.SetLimits(0, "default", throttle.Limits{RIOPS: 10})
 	g := r.s.Group("default")
 	h := &Handle{Ino: 1}

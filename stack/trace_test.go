@@ -65,7 +65,7 @@ import (
 func TestTrace(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		x := &trace{}
-		x.reset(t, Options{})
+		x.reset(t, DefaultOptions())
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
 			return x.do(t, td)
 		})
@@ -140,12 +140,17 @@ func (x *trace) do(t *testing.T, td *datadriven.TestData) string {
 	}
 	switch td.Cmd {
 	case "new":
-		x.reset(t, Options{
-			MaxIO: a.Bytes("maxio", 0), Readahead: a.Bytes("readahead", 0),
-			NoReadahead: a.Flag("noreadahead"), NoReadaheadBudget: a.Flag("nobudget"),
-			CacheBytes: a.Bytes("cache", 0), Burst: time.Duration(a.Time("burst", 0)),
-			MaxWait: time.Duration(a.Time("maxwait", 0)),
-		})
+		o := DefaultOptions()
+		o.MaxIO = a.Bytes("maxio", o.MaxIO)
+		o.Readahead = a.Bytes("readahead", o.Readahead)
+		if a.Flag("noreadahead") {
+			o.Readahead = 0
+		}
+		o.ReadaheadBudget = !a.Flag("nobudget")
+		o.CacheBytes = a.Bytes("cache", o.CacheBytes)
+		o.Burst = time.Duration(a.Time("burst", int64(o.Burst)))
+		o.MaxWait = time.Duration(a.Time("maxwait", 0))
+		x.reset(t, o)
 	case "file":
 		x.size[uint64(a.Int("ino", 1))] = a.Bytes("size", 0)
 	case "open":

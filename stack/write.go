@@ -13,7 +13,7 @@ import (
 // Options.MaxWait, with the pieces already started.
 func (s *Stack) Write(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
 	*r = Request{Value: r.Value, dir: throttle.Write, group: g, handle: h, off: off, len: n}
-	s.each(g, func(c *counters) { c.AppWrites++ })
+	s.each(g, func(c *Counters) { c.AppWrites++ })
 	for _, pc := range block.Split(off, n, s.opts.MaxIO) {
 		s.queueWrite(now, r, pc.Off, pc.Len, now)
 	}
@@ -64,7 +64,7 @@ func (s *Stack) Wrote(now int64, io *IO, n int64, err error) Actions {
 		if n < io.Len {
 			s.tree.Refund(now, io.group, throttle.Write, io.Len-n)
 		}
-		s.each(io.group, func(c *counters) { c.WBytes += n; c.AppWBytes += n })
+		s.each(io.group, func(c *Counters) { c.WBytes += n; c.AppWBytes += n })
 		s.Changed(io.Ino, io.Off, io.Len)
 	}
 	r := io.write
@@ -113,7 +113,7 @@ func (s *Stack) Truncated(ino uint64, size int64) {
 // piece.
 func (s *Stack) Pass(g *throttle.Group, d throttle.Dir, n int64) {
 	ios := block.Count(n, s.opts.MaxIO)
-	s.each(g, func(c *counters) {
+	s.each(g, func(c *Counters) {
 		if d == throttle.Read {
 			c.AppReads++
 			c.AppRBytes += n

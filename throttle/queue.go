@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 )
 
 // Class is the priority of a request within its group.
@@ -343,10 +342,6 @@ func (n *qnode) head(ok [2]bool) *Request {
 func (q *Queue) dispatch(now int64, r *Request) {
 	n := q.unlink(r)
 	q.t.charge(now, r.enq, r.Group, r.Dir, r.Bytes, r.IOs)
-	wait := time.Duration(max(0, now-r.enq))
-	for x := r.Group; x != nil; x = x.up {
-		x.stat.Throttled += wait
-	}
 	serve := func(parent *qnode, c *tag, backlogged bool) {
 		s := parent.key(c)
 		parent.vclock = s

@@ -170,19 +170,6 @@ func (x *trace) do(t *testing.T, td *datadriven.TestData) string {
 		fmt.Fprintf(&b, "budget %s byte %s share %s\n",
 			budget(x.tree.Budget(x.now, g, d, a.Bytes("maxio", 0))),
 			budget(x.tree.ByteBudget(x.now, g, d)), budget(x.q.ShareBudget(x.now, g, d)))
-	case "stat":
-		var groups []*Group
-		for p := a.Pos(""); p != ""; p = a.Pos("") {
-			groups = append(groups, x.tree.Group(p))
-		}
-		if groups == nil {
-			groups = x.tree.Groups()
-		}
-		for _, g := range groups {
-			s := g.Stat()
-			fmt.Fprintf(&b, "%s: rbytes=%s rios=%d wbytes=%s wios=%d throttled=%s\n", g.Path(),
-				tt.Bytes(s.RBytes), s.RIOs, tt.Bytes(s.WBytes), s.WIOs, tt.Time(int64(s.Throttled)))
-		}
 	default:
 		td.Fatalf(t, "unknown command %s", td.Cmd)
 	}

@@ -70,7 +70,6 @@ type Group struct {
 	up     *Group // the implicit root for top-level groups; nil for the root
 	limits Limits
 	m      [2][2]meter // [Dir][bytes, ios]
-	stat   Stat
 	// limited caches Limited: g or an ancestor has a limit. It is the one
 	// field safe to read without the caller's lock, so a front end can
 	// route a request before taking it.
@@ -81,18 +80,6 @@ const (
 	dimBytes = 0
 	dimIOs   = 1
 )
-
-// Stat holds a group's counters, in the shape of cgroup v2 io.stat. Like
-// io.stat they include the group's descendants.
-type Stat struct {
-	// RBytes and WBytes are bytes charged, less bytes refunded.
-	RBytes, WBytes int64
-	// RIOs and WIOs are I/Os charged.
-	RIOs, WIOs int64
-	// Throttled is the total time requests spent in a Queue between Push
-	// and their release.
-	Throttled time.Duration
-}
 
 // Clean returns the canonical form of a group path: slashes collapsed,
 // leading and trailing slashes, "." and ".." resolved as in a rooted file
@@ -149,9 +136,6 @@ func (g *Group) Parent() *Group {
 
 // Limits returns the group's own limits (not its ancestors').
 func (g *Group) Limits() Limits { return g.limits }
-
-// Stat returns the group's counters.
-func (g *Group) Stat() Stat { return g.stat }
 
 // Limited reports whether g or any ancestor has a limit in either
 // direction, that is, whether g's I/O needs to pass through the throttle
@@ -262,13 +246,6 @@ func (t *Tree) charge(now, arrival int64, g *Group, d Dir, bytes, ios int64) {
 		x.m[d][dimBytes].charge(at, t.burst, bytes)
 		x.m[d][dimIOs].charge(at, t.burst, ios)
 		at = cleared
-		if d == Read {
-			x.stat.RBytes += bytes
-			x.stat.RIOs += ios
-		} else {
-			x.stat.WBytes += bytes
-			x.stat.WIOs += ios
-		}
 	}
 }
 
@@ -284,11 +261,6 @@ func (t *Tree) Refund(now int64, g *Group, d Dir, bytes int64) {
 	}
 	for x := g; x != nil; x = x.up {
 		x.m[d][dimBytes].refund(now, t.burst, bytes)
-		if d == Read {
-			x.stat.RBytes -= bytes
-		} else {
-			x.stat.WBytes -= bytes
-		}
 	}
 }
 

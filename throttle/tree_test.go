@@ -122,8 +122,15 @@ func TestChargeOneStep(t *testing.T) {
 	if got := tree.Eligible(300*ms, a, Read); got != 300*ms {
 		t.Errorf("Eligible after the schedule = %d, want now", got)
 	}
-	if p.Stat().RBytes != MiB || a.Stat().RBytes != MiB || a.Stat().RIOs != 1 || b.Stat().RBytes != 0 {
-		t.Errorf("stats: p %+v, a %+v, b %+v", p.Stat(), a.Stat(), b.Stat())
+	// The I/Os are charged to every level too: 2 I/Os at riops=4 on p put
+	// p and both children 500 ms out.
+	tree.SetLimits(0, "p", Limits{RIOPS: 4})
+	tree.SetLimits(0, "p/a", Limits{})
+	tree.Charge(0, a, Read, MiB, 2)
+	for _, g := range []*Group{p, a, b} {
+		if got := tree.Eligible(0, g, Read); got != 500*ms {
+			t.Errorf("after 2 I/Os at riops=4: Eligible(%s) = %d, want 500ms", g.Path(), got)
+		}
 	}
 	mustPanic(t, "Charge(negative)", func() { tree.Charge(0, a, Read, -1, 0) })
 }

@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"sluice/control"
+	"sluice/group"
 	"sluice/stack"
 )
 
@@ -49,6 +51,17 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"mount", "--readahead-budget", "maybe", dir, dir}, []string{"-readahead-budget", `"maybe"`, "on or off"}},
 		{[]string{"mount", "--max-wait", "soon", dir, dir}, []string{"--max-wait", `"soon"`, "auto"}},
 		{[]string{"mount", "--max-open", "3", dir, dir}, []string{"--max-open 3", "at least 16"}},
+		{[]string{"mount", "--max-io", "3KiB", dir, dir}, []string{"--max-io 3KiB: want a multiple of 4KiB from 4KiB to 1GiB"}},
+		{[]string{"mount", "--max-io", "2GiB", dir, dir}, []string{"--max-io 2GiB: want a multiple of 4KiB from 4KiB to 1GiB"}},
+		{[]string{"mount", "--readahead", "1000", dir, dir}, []string{"--readahead 1000: want 0 (off) or a multiple of 4KiB up to 64MiB"}},
+		{[]string{"mount", "--readahead", "128MiB", dir, dir}, []string{"--readahead 128MiB: want 0 (off)"}},
+		{[]string{"mount", "--readahead", "soon", dir, dir}, []string{"-readahead", `"soon"`}},
+		{[]string{"mount", "--cache", "1MiB", dir, dir}, []string{"--cache 1MiB: want at least 16 readahead windows, 2MiB"}},
+		{[]string{"mount", "--readahead", "0", "--cache", "32KiB", dir, dir}, []string{"--cache 32KiB: want at least 16 pages, 64KiB"}},
+		{[]string{"mount", "--cache", "lots", dir, dir}, []string{"-cache", `"lots"`}},
+		{[]string{"mount", "--burst", "-1s", dir, dir}, []string{"--burst -1s: want 0 (no idle credit)"}},
+		{[]string{"mount", "--burst", "long", dir, dir}, []string{"-burst", `"long"`}},
+		{[]string{"mount", "--max-wait", "-1s", dir, dir}, []string{"--max-wait -1s: want 0 (no cap)"}},
 		{[]string{"mount", dir}, []string{"want SOURCE and MOUNTPOINT"}},
 		{[]string{"mount", "--bogus", dir, dir}, []string{"-bogus"}},
 		{[]string{"set", dir, "default rbps=fast"}, []string{`"fast"`, "rbps"}},
@@ -98,6 +111,38 @@ func TestHelp(t *testing.T) {
 	for _, w := range []string{"--limit 'default rbps=10MiB riops=max'", "-max-io", "-readahead-budget", "cgroup=", "tenants/a", "(default 128KiB)"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("help mount does not mention %q:\n%s", w, out.String())
+		}
+	}
+}
+
+// TestMountFlagDefaults: every stack option has a flag, and the flag's
+// default is the stack's.
+func TestMountFlagDefaults(t *testing.T) {
+	fs, _ := mountFlags()
+	d := stack.DefaultOptions()
+	want := map[string]string{
+		"MaxIO":           group.FormatSize(d.MaxIO),
+		"Readahead":       group.FormatSize(d.Readahead),
+		"ReadaheadBudget": map[bool]string{true: "on", false: "off"}[d.ReadaheadBudget],
+		"CacheBytes":      group.FormatSize(d.CacheBytes),
+		"Burst":           d.Burst.String(),
+		"MaxWait":         "auto", // resolved at mount time; 0 (no cap) when the kernel has no timeout
+	}
+	typ := reflect.TypeFor[stack.Options]()
+	for i := range typ.NumField() {
+		field := typ.Field(i).Name
+		name, ok := optionFlags[field]
+		if !ok {
+			t.Errorf("stack.Options.%s has no flag", field)
+			continue
+		}
+		f := fs.Lookup(strings.TrimPrefix(name, "--"))
+		if f == nil {
+			t.Errorf("stack.Options.%s: no flag %s", field, name)
+			continue
+		}
+		if f.DefValue != want[field] {
+			t.Errorf("%s defaults to %q, want %q", name, f.DefValue, want[field])
 		}
 	}
 }

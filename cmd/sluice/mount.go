@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"sluice/control"
 	"sluice/fsys"
 	"sluice/group"
+	"sluice/stack"
 )
 
 const mountHelp = `Usage: sluice mount [flags] SOURCE MOUNTPOINT
@@ -65,9 +67,10 @@ type mountOpts struct {
 }
 
 func mountFlags() (*flag.FlagSet, *mountOpts) {
+	d := stack.DefaultOptions()
 	o := &mountOpts{
-		maxIO: 128 << 10, ra: 128 << 10, budget: true, cache: 256 << 20,
-		burst: 10 * time.Millisecond, maxWait: "auto",
+		maxIO: sizeFlag(d.MaxIO), ra: sizeFlag(d.Readahead), budget: onOff(d.ReadaheadBudget),
+		cache: sizeFlag(d.CacheBytes), burst: d.Burst, maxWait: "auto",
 	}
 	fs := flag.NewFlagSet("mount", flag.ContinueOnError)
 	fs.Var(&o.limits, "limit", "limits of one group: 'GROUP KEY=VALUE...' (repeatable)")
@@ -76,7 +79,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.Var(&o.ra, "readahead", "largest readahead window (0 turns readahead off)")
 	fs.Var(&o.budget, "readahead-budget", "on: clamp asynchronous readahead to the group's byte budget; off: the kernel's behaviour")
 	fs.Var(&o.cache, "cache", "memory bound of sluice's read cache")
-	fs.DurationVar(&o.burst, "burst", o.burst, "idle credit a group may bank, as time at its rate")
+	fs.DurationVar(&o.burst, "burst", o.burst, "idle credit a group may bank, as time at its rate (0: none)")
 	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request; then it is answered with what is ready (a short read or write), at least one page forced into debt that later requests pay; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
 	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
 	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
@@ -115,46 +118,31 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		}
 		opts.Rules = append(opts.Rules, r)
 	}
-	if o.maxIO < 4096 || o.maxIO%4096 != 0 || o.maxIO > 1<<30 {
-		return usagef("--max-io %s: want a multiple of 4KiB from 4KiB to 1GiB", group.FormatSize(int64(o.maxIO)))
+	wait, err := maxWait(o.maxWait)
+	if err != nil {
+		return err
 	}
-	if o.ra%4096 != 0 || o.ra > 64<<20 {
-		return usagef("--readahead %s: want 0 (off) or a multiple of 4KiB up to 64MiB", group.FormatSize(int64(o.ra)))
+	opts.Options.Options = stack.Options{
+		MaxIO: int64(o.maxIO), Readahead: int64(o.ra), ReadaheadBudget: bool(o.budget),
+		CacheBytes: int64(o.cache), Burst: o.burst, MaxWait: wait,
+	}
+	if err := opts.Validate(); err != nil {
+		var oe *stack.OptionError
+		if errors.As(err, &oe) {
+			return usagef("%s %s: want %s", optionFlags[oe.Field], oe.Value, oe.Want)
+		}
+		return usagef("%v", err)
 	}
 	if o.maxOpen < 16 {
 		return usagef("--max-open %d: want at least 16", o.maxOpen)
 	}
 	opts.MaxOpen = o.maxOpen
-	if o.burst < 0 {
-		return usagef("--burst %v: must not be negative", o.burst)
-	}
 	if len(opts.Rules) > 0 && !opts.AllowOther {
 		// Without allow_other the kernel keeps every user but the mounting
 		// one out, and rules about other callers could never match.
 		opts.AllowOther = true
 		fmt.Fprintln(stderr, "sluice: --group rules imply --allow-other (other users' access is still checked: default_permissions)")
 	}
-	opts.MaxIO = int64(o.maxIO)
-	opts.Readahead = int64(o.ra)
-	if o.ra == 0 {
-		opts.NoReadahead = true
-		opts.Readahead = 128 << 10
-	}
-	opts.NoReadaheadBudget = !bool(o.budget)
-	opts.CacheBytes = int64(o.cache)
-	if min := 16 * opts.Readahead; opts.CacheBytes < min {
-		return usagef("--cache %s: want at least 16 readahead windows, %s", group.FormatSize(opts.CacheBytes), group.FormatSize(min))
-	}
-	opts.Burst = o.burst
-	if opts.Burst == 0 {
-		opts.Burst = 1 // no idle credit at all
-	}
-	wait, err := maxWait(o.maxWait)
-	if err != nil {
-		return err
-	}
-	opts.MaxWait = wait
-
 	m, err := fsys.Mount(opts)
 	if err != nil {
 		return err
@@ -183,11 +171,22 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// maxWait resolves the --max-wait flag.
+// optionFlags names the flag of each field of stack.Options.
+var optionFlags = map[string]string{
+	"MaxIO":           "--max-io",
+	"Readahead":       "--readahead",
+	"ReadaheadBudget": "--readahead-budget",
+	"CacheBytes":      "--cache",
+	"Burst":           "--burst",
+	"MaxWait":         "--max-wait",
+}
+
+// maxWait resolves the --max-wait flag; stack.Options.Validate checks the
+// duration.
 func maxWait(s string) (time.Duration, error) {
 	if s != "auto" {
 		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 {
+		if err != nil {
 			return 0, usagef("--max-wait %q: want auto, 0 (no cap) or a duration such as 30s", s)
 		}
 		return d, nil
