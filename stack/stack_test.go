@@ -2,6 +2,8 @@ package stack
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
 	"testing"
 
 	"sluice/throttle"
@@ -24,6 +26,7 @@ type rig struct {
 	wake   int64
 	queued []*IO // started, not yet completed
 	done   []*Request
+	log    []string // every device I/O started: op, offset, length, time
 }
 
 // newRig returns a stack with the default options, changed by each of set,
@@ -48,6 +51,9 @@ func noBudget(o *Options)    { o.ReadaheadBudget = false }
 func noReadahead(o *Options) { o.Readahead = 0 }
 
 func (r *rig) take(a Actions) {
+	for _, io := range a.Start {
+		r.log = append(r.log, fmt.Sprintf("%d %d+%d @%d", io.Op, io.Off, io.Len, r.now))
+	}
 	r.queued = append(r.queued, a.Start...)
 	r.done = append(r.done, a.Done...)
 	r.wake = a.Wake
@@ -334,5 +340,62 @@ func TestIOPSLimitKeepsReadahead(t *testing.T) {
 	// by page it would take 25 s.
 	if r.now > 2*sec {
 		t.Fatalf("1 MiB at riops=10 finished at %v ms", r.now/ms)
+	}
+}
+
+// TestReadCachedIsRead: serving a sequential reader's cache hits with
+// ReadCached leaves the stack as one Read per read would: the same device
+// I/Os at the same times, the same counters, the same readahead, though
+// the hits are marked used at the first one's time.
+func TestReadCachedIsRead(t *testing.T) {
+	const size, n = 4 * MiB, 4 * KiB
+	for _, tc := range []struct {
+		name string
+		rate int64
+		set  []func(*Options)
+	}{
+		{"budget, below the limit", 1 << 30, nil},
+		{"no budget, at the limit", MiB, []func(*Options){noBudget}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newRig(t, size, tc.set...), newRig(t, size, tc.set...)
+			for _, r := range []*rig{a, b} {
+				r.s.SetLimits(0, "default", throttle.Limits{RBPS: tc.rate})
+			}
+			ha, hb := &Handle{Ino: 1}, &Handle{Ino: 1}
+			// A read every millisecond at most; ReadCached serves a run of
+			// hits at the first one's time.
+			const think = ms
+			for off := int64(0); off < size; off += n {
+				a.now += think
+				a.read(ha, a.s.Group("default"), off, n)
+			}
+			batched := 0
+			for off := int64(0); off < size; {
+				b.now += think
+				k, acts := b.s.ReadCached(b.now, hb, b.s.Group("default"), off, n, int((size-off)/n))
+				b.take(acts)
+				if k > 0 {
+					batched += k
+					off += int64(k) * n
+					b.now += int64(k-1) * think
+					continue
+				}
+				b.read(hb, b.s.Group("default"), off, n)
+				off += n
+			}
+			if batched < size/n/2 {
+				t.Errorf("ReadCached served %d of %d reads; want most", batched, size/n)
+			}
+			if !slices.Equal(a.log, b.log) {
+				t.Errorf("device I/Os differ:\nRead:       %v\nReadCached: %v", a.log, b.log)
+			}
+			if ma, mb := a.metrics("default"), b.metrics("default"); ma != mb {
+				t.Errorf("counters differ:\nRead:       %+v\nReadCached: %+v", ma, mb)
+			}
+			if a.now != b.now {
+				t.Errorf("finished at %d and %d", a.now, b.now)
+			}
+		})
 	}
 }
