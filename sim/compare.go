@@ -8,7 +8,7 @@ import (
 
 // Set changes one [mount] key of the scenario, as --compare does:
 // max-io, readahead, readahead-budget (on/off), cache, burst, max-wait,
-// max-read, fuse-latency, write-throttle, dirty-limit.
+// max-read, fuse-latency, write-throttle, dirty-limit, read-policy.
 func (sc *Scenario) Set(key, value string) error {
 	m := &sc.Mount
 	var err error
@@ -40,8 +40,10 @@ func (sc *Scenario) Set(key, value string) error {
 		m.WriteThrottle = value
 	case "dirty-limit":
 		err = m.DirtyLimit.UnmarshalText([]byte(value))
+	case "read-policy":
+		m.ReadPolicy = value
 	default:
-		return fmt.Errorf("--compare %s: unknown key; want one of max-io, readahead, readahead-budget, cache, burst, max-wait, max-read, fuse-latency, write-throttle, dirty-limit", key)
+		return fmt.Errorf("--compare %s: unknown key; want one of max-io, readahead, readahead-budget, cache, burst, max-wait, max-read, fuse-latency, write-throttle, dirty-limit, read-policy", key)
 	}
 	if err != nil {
 		return fmt.Errorf("--compare %s=%s: %v", key, value, err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"sluice/device"
+	"sluice/mirror"
 	"sluice/stack"
 	"sluice/throttle"
 )
@@ -47,6 +48,9 @@ type event struct {
 	io   *stack.IO
 	err  error
 	n    int64
+	dev  int   // the device of an evDevice
+	m    int   // its place in the mirror set, -1 when not a mirror read
+	sent int64 // when a mirror read was sent
 }
 
 type events []event
@@ -100,7 +104,12 @@ type file struct {
 	dev  *device.Model
 	devi int // index of dev, and of its series
 	name string
-	wb   *stack.Handle // the kernel flusher's handle (write-throttle=writeback)
+	// mirrored files live on every device of the mount's mirror set;
+	// owner is the thread whose pid a read goes by when no thread is at
+	// hand (a read started by the throttle's wake-up).
+	mirrored bool
+	owner    *thread
+	wb       *stack.Handle // the kernel flusher's handle (write-throttle=writeback)
 }
 
 // thread is one copy of a job (fio's numjobs).
@@ -110,6 +119,7 @@ type thread struct {
 	f       *file
 	off     int64 // next sequential offset
 	rng     *rand.Rand
+	pid     int
 	issued  int64 // bytes of requests started
 	writes  int
 	stopped bool
@@ -181,6 +191,17 @@ type runner struct {
 	names   []string  // series names, in order
 	series  [][]int64 // per series, bytes per bucket
 	kernel  kernel
+	mirrors []int // device indexes of the mirror set
+	policy  mirror.Policy
+	cur     *thread // the thread whose request is being submitted
+	// fanout counts, per write or flush sent to every mirror, the mirrors
+	// still to answer, and the first error.
+	fanout map[*stack.IO]*fan
+}
+
+type fan struct {
+	left int
+	err  error
 }
 
 func (r *runner) push(e event) {
@@ -220,6 +241,7 @@ func Run(sc *Scenario) (*Result, error) {
 		r.maxRead = 1 << 20
 	}
 	r.kernel.init(sc)
+	r.fanout = map[*stack.IO]*fan{}
 	for i, d := range sc.Devices {
 		m := &device.Model{Name: d.Name, Bandwidth: int64(d.Bandwidth), Latency: d.Latency.Dist, QueueDepth: d.QueueDepth}
 		if m.Latency.Kind == "" {
@@ -238,6 +260,23 @@ func Run(sc *Scenario) (*Result, error) {
 		r.devFile = append(r.devFile, &stack.Handle{Ino: f.ino, File: f})
 		r.track("device " + d.Name)
 	}
+	for _, name := range sc.Mount.Mirrors {
+		for i, d := range sc.Devices {
+			if d.Name == name {
+				r.mirrors = append(r.mirrors, i)
+			}
+		}
+	}
+	if len(r.mirrors) > 0 {
+		name := sc.Mount.ReadPolicy
+		if name == "" {
+			name = "pid"
+		}
+		if r.policy, err = mirror.New(name, len(r.mirrors)); err != nil {
+			return nil, err
+		}
+	}
+	pid := 1000
 	for _, g := range sc.Groups {
 		l, _ := sc.limits(g)
 		r.st.SetLimits(0, g.Name, l)
@@ -256,7 +295,8 @@ func Run(sc *Scenario) (*Result, error) {
 		for k := range max(j.NumJobs, 1) {
 			f := shared
 			if f == nil {
-				f = &file{ino: uint64(len(r.files) + 1), dev: dev, devi: devi, name: fmt.Sprintf("%s.%d", j.Name, k)}
+				f = &file{ino: uint64(len(r.files) + 1), dev: dev, devi: devi, name: fmt.Sprintf("%s.%d", j.Name, k),
+					mirrored: len(r.mirrors) > 0 && j.Device == ""}
 				if j.RW == "read" || j.RW == "randread" {
 					f.size = int64(j.Size)
 				}
@@ -265,8 +305,12 @@ func Run(sc *Scenario) (*Result, error) {
 					shared = f
 				}
 			}
-			t := &thread{job: jr, f: f, h: &stack.Handle{Ino: f.ino, File: f},
+			t := &thread{job: jr, f: f, h: &stack.Handle{Ino: f.ino, File: f}, pid: pid,
 				rng: rand.New(rand.NewPCG(sc.Seed, uint64(ji*1000+k+1)))}
+			pid++
+			if f.owner == nil {
+				f.owner = t
+			}
 			jr.threads = append(jr.threads, t)
 		}
 		r.jobs = append(r.jobs, jr)
@@ -295,7 +339,7 @@ func Run(sc *Scenario) (*Result, error) {
 		case evReply:
 			r.reply(ev.c)
 		case evDevice:
-			r.deviceDone(ev.io, ev.n, ev.err)
+			r.deviceDone(ev)
 		case evNext:
 			r.next(ev.t)
 		case evWake:
@@ -387,6 +431,8 @@ func (r *runner) send(c *call) {
 // the modelled page cache).
 func (r *runner) submit(c *call) {
 	t := c.t
+	r.cur = t
+	defer func() { r.cur = nil }()
 	switch c.op {
 	case opRead:
 		if r.cached(c) {
@@ -548,8 +594,27 @@ func (r *runner) apply(a stack.Actions) {
 		if op == device.Read {
 			n = max(min(io.Len, f.size-io.Off), 0)
 		}
-		doneAt, err := f.dev.Start(r.now, op, n)
-		r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err})
+		switch {
+		case !f.mirrored:
+			doneAt, err := f.dev.Start(r.now, op, n)
+			r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: f.devi, m: -1})
+		case op == device.Read:
+			t := r.cur
+			if t == nil {
+				t = f.owner
+			}
+			m := r.policy.Pick(r.now, mirror.Read{PID: t.pid, Off: io.Off, Len: io.Len})
+			r.policy.Started(r.now, m, n)
+			di := r.mirrors[m]
+			doneAt, err := r.devList[di].Start(r.now, op, n)
+			r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: di, m: m, sent: r.now})
+		default: // writes and flushes go to every mirror
+			r.fanout[io] = &fan{left: len(r.mirrors)}
+			for _, di := range r.mirrors {
+				doneAt, err := r.devList[di].Start(r.now, op, n)
+				r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: di, m: -1})
+			}
+		}
 	}
 	for _, req := range a.Done {
 		c := req.Value.(*call)
@@ -566,9 +631,23 @@ func (r *runner) apply(a stack.Actions) {
 }
 
 // deviceDone reports a device I/O's completion to the stack.
-func (r *runner) deviceDone(io *stack.IO, n int64, err error) {
+func (r *runner) deviceDone(ev event) {
+	io, n, err := ev.io, ev.n, ev.err
+	r.count(ev.dev, r.now, n)
+	if ev.m >= 0 {
+		r.policy.Done(r.now, ev.m, ev.sent, err)
+	}
+	if fo := r.fanout[io]; fo != nil {
+		if fo.err == nil {
+			fo.err = err
+		}
+		if fo.left--; fo.left > 0 {
+			return
+		}
+		delete(r.fanout, io)
+		err = fo.err
+	}
 	f := io.File.(*file)
-	r.count(f.devi, r.now, n)
 	switch io.Op {
 	case stack.OpRead:
 		pages := r.pages[:0]

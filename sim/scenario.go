@@ -14,6 +14,7 @@ import (
 
 	"sluice/device"
 	"sluice/group"
+	"sluice/mirror"
 	"sluice/stack"
 	"sluice/throttle"
 )
@@ -57,6 +58,11 @@ type Mount struct {
 	// dirties the page cache and the flusher is throttled).
 	WriteThrottle string `toml:"write-throttle"`
 	DirtyLimit    Size   `toml:"dirty-limit"` // page cache dirty limit for writeback
+	// Mirrors names devices that hold the same data: jobs without a
+	// device of their own read from one of them, chosen per device read by
+	// ReadPolicy (mirror.Names; default pid), and write to all.
+	Mirrors    []string `toml:"mirrors"`
+	ReadPolicy string   `toml:"read-policy"`
 }
 
 // defaultDirtyLimit is the page cache's dirty limit when a scenario gives
@@ -312,6 +318,21 @@ func (sc *Scenario) check() error {
 		}
 		devs[d.Name] = true
 	}
+	if m := sc.Mount.Mirrors; len(m) > 0 {
+		seen := map[string]bool{}
+		for _, name := range m {
+			switch {
+			case !devs[name]:
+				return sc.errAt(toml.Key{"mount", "mirrors"}, "no device %q", name)
+			case seen[name]:
+				return sc.errAt(toml.Key{"mount", "mirrors"}, "device %q listed twice", name)
+			}
+			seen[name] = true
+		}
+		if len(m) < 2 {
+			return sc.errAt(toml.Key{"mount", "mirrors"}, "a mirror set needs at least two devices")
+		}
+	}
 	groups := map[string]bool{}
 	for i, g := range sc.Groups {
 		k := func(f string) toml.Key { return toml.Key{"group", strconv.Itoa(i), f} }
@@ -412,8 +433,11 @@ func (sc *Scenario) options() (stack.Options, error) {
 		}
 		return o, err
 	}
+	if p := m.ReadPolicy; p != "" && !slices.Contains(mirror.Names, p) {
+		return o, &mountError{key: "read-policy", value: p, want: "one of " + strings.Join(mirror.Names, ", ")}
+	}
 	if w := m.WriteThrottle; w != "" && w != "write" && w != "writeback" {
-		return o, fmt.Errorf("write-throttle %q: want write (sluice's pacing at write()) or writeback (the kernel's throttle of the flusher)", w)
+		return o, &mountError{key: "write-throttle", value: w, want: "write (sluice's pacing at write()) or writeback (the kernel's throttle of the flusher)"}
 	}
 	return o, nil
 }
