@@ -1,6 +1,7 @@
 package fsys
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"path/filepath"
@@ -83,5 +84,53 @@ func TestSiblingShareOnMount(t *testing.T) {
 		if v < 0.9*half || v > 1.1*half {
 			t.Errorf("%s got %.3f of an even split (%.2f against %.2f MiB/s)", name, v/half, a/(1<<20), b/(1<<20))
 		}
+	}
+}
+
+// TestIOPSLimitKeepsReadaheadOnMount: an IOPS limit does not turn
+// readahead off. A tenant at riops=10 reading 1 MiB sequentially in 4 KiB
+// reads through a real mount makes whole readahead I/Os (at most 16 per
+// MiB: the window ramps up to 128 KiB), where a page-by-page reader would
+// make 256 and take 25 s.
+func TestIOPSLimitKeepsReadaheadOnMount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads at 10 IOPS for about 2 s")
+	}
+	rules := []group.Rule{{Group: "t", UID: new(uint32(1001))}}
+	src, mnt, f := mount(t, Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "t riops=10")}})
+	want := writeRandom(t, filepath.Join(src, "a"), 1<<20, 3)
+	os.Chmod(filepath.Join(src, "a"), 0o644)
+	var got []byte
+	runAs(1001, func() {
+		fh, err := os.Open(filepath.Join(mnt, "a"))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer fh.Close()
+		buf := make([]byte, 4096)
+		for {
+			n, err := fh.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, not the file's %d", len(got), len(want))
+	}
+	m := groupMetrics(t, f, "t")
+	t.Logf("1 MiB in 4 KiB reads at riops=10: %d device reads, %d bytes, readahead issued %d used %d",
+		m.RIOs, m.RBytes, m.RAIssued, m.RAUsed)
+	if m.RIOs > 16 {
+		t.Errorf("%d device reads for 1 MiB; want at most 16 (readahead kept under an IOPS limit)", m.RIOs)
+	}
+	if m.RAUsed < 3*m.RBytes/4 {
+		t.Errorf("readahead used %d of %d bytes read; want most", m.RAUsed, m.RBytes)
 	}
 }

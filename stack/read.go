@@ -20,6 +20,7 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 	}
 	f := s.file(h.Ino)
 	first, last := off/PageSize, (off+n-1)/PageSize
+	r.pages = make([]*page, 0, last-first+1)
 	maxPages := s.opts.Readahead / PageSize
 	for idx := first; idx <= last; {
 		if f.eofKnown(now) && idx*PageSize >= f.eof {
