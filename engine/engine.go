@@ -201,6 +201,22 @@ func (e *Engine) Write(ctx context.Context, h *stack.Handle, g *throttle.Group, 
 	return int(r.Size()), nil
 }
 
+// WriteBack writes data at off to w for the kernel's writeback, which no
+// caller waits on: at once, charged to g as debt that its later requests
+// pay (stack.WriteBack). It is not interrupted.
+func (e *Engine) WriteBack(h *stack.Handle, g *throttle.Group, w WriterAt, data []byte, off int64) (int, error) {
+	r := &stack.Request{Value: &waiter{done: make(chan struct{}), data: data, w: w}}
+	e.mu.Lock()
+	a := e.st.WriteBack(e.now(), h, g, off, int64(len(data)), r)
+	e.mu.Unlock()
+	e.apply(a)
+	<-r.Value.(*waiter).done
+	if r.Err != nil {
+		return 0, r.Err
+	}
+	return int(r.Size()), nil
+}
+
 // Syncer is a backing file as the engine flushes it.
 type Syncer interface {
 	Sync() error

@@ -170,7 +170,12 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	return fuse.ReadResultVector([][]byte{dest[:n]}), 0
 }
 
-func (h *handle) write(ctx context.Context, data []byte, off int64, kill bool) (uint32, syscall.Errno) {
+// write writes data at off. kill: the caller lacks CAP_FSETID. cached:
+// the kernel is writing back its page cache (FUSE_WRITE_CACHE: pages
+// written through mmap, or a file's cached pages flushed), which no
+// caller waits on; for a limited group it is written at once and charged
+// as debt (stack.WriteBack) rather than queued behind the budget.
+func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached bool) (uint32, syscall.Errno) {
 	f := h.node.fsys
 	if kill {
 		// The caller lacks CAP_FSETID: a write drops the set-id bits, as
@@ -195,13 +200,18 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill bool) (
 			f.eng.Pass(g, throttle.Write, int64(n))
 			f.eng.Changed(id, off, int64(n))
 		}
+	} else if cached {
+		n, err = f.eng.WriteBack(&h.sh, g, w, data, off)
 	} else {
 		n, err = f.eng.Write(ctx, &h.sh, g, w, data, off)
 	}
-	if n > 0 && h.direct {
+	if n > 0 && h.direct && !cached {
 		// Other handles may hold the overwritten range in the kernel's page
 		// cache (unlimited readers, mmap): drop it before the writer's
-		// write() returns, so no reader sees old bytes after that.
+		// write() returns, so no reader sees old bytes after that. Not for
+		// the kernel's own writeback: those pages are the page cache's,
+		// under writeback until this reply, and invalidating them here
+		// would wait for the reply forever.
 		f.server.InodeNotify(id, off, int64(n))
 	}
 	if err != nil && n <= 0 {

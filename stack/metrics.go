@@ -33,6 +33,10 @@ type Counters struct {
 	RAIssued int64 `json:"ra_issued"`
 	RAUsed   int64 `json:"ra_used"`
 	RAWasted int64 `json:"ra_wasted"`
+	// WritebackBytes are bytes written for the kernel's writeback without
+	// a caller (mmap writes, flushes at close): written at once and
+	// charged as debt. They are part of WBytes and AppWBytes too.
+	WritebackBytes int64 `json:"wb_callerless"`
 }
 
 // CounterField describes one field of Counters for renderings that walk
@@ -64,6 +68,7 @@ var CounterFields = []CounterField{
 	{Name: "ra_issued", Help: "bytes read ahead", Get: func(c *Counters) int64 { return c.RAIssued }},
 	{Name: "ra_used", Help: "bytes read ahead and then read by an application", Get: func(c *Counters) int64 { return c.RAUsed }},
 	{Name: "ra_wasted", Help: "bytes read ahead and dropped unused", Get: func(c *Counters) int64 { return c.RAWasted }},
+	{Name: "wb_callerless", Help: "bytes of writeback without a caller, written at once and charged as debt", Get: func(c *Counters) int64 { return c.WritebackBytes }},
 }
 
 func (s *Stack) counters(g *throttle.Group) *Counters {

@@ -115,9 +115,11 @@ type Request struct {
 	ios      []*IO   // writes: the pieces; sync: the flush
 	pending  int
 	done     bool
-	deadline int64    // when a wait cap is in force: the latest admission
-	wprev    *Request // the list of requests waiting with a deadline
-	wnext    *Request
+	// writeback: a write without a caller (WriteBack)
+	writeback bool
+	deadline  int64    // when a wait cap is in force: the latest admission
+	wprev     *Request // the list of requests waiting with a deadline
+	wnext     *Request
 }
 
 // Off returns the request's offset in its file.

@@ -184,6 +184,9 @@ func (x *trace) do(t *testing.T, td *datadriven.TestData) string {
 	case "write":
 		h, g := handle(), group()
 		x.take(x.s.Write(x.now, h, g, a.Bytes("off", 0), a.Bytes("len", 0), request("w")))
+	case "writeback":
+		h, g := handle(), group()
+		x.take(x.s.WriteBack(x.now, h, g, a.Bytes("off", 0), a.Bytes("len", 0), request("w")))
 	case "sync":
 		h, g := handle(), group()
 		x.take(x.s.Sync(x.now, h, g, request("s")))
@@ -369,6 +372,7 @@ func (x *trace) metrics(a *tt.Args) {
 		add("ra_issued", g.RAIssued, true)
 		add("ra_used", g.RAUsed, true)
 		add("ra_wasted", g.RAWasted, true)
+		add("wb_callerless", g.WritebackBytes, true)
 		if g.ThrottledNs != 0 {
 			f = append(f, "throttled="+tt.Time(g.ThrottledNs))
 		}

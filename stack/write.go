@@ -25,15 +25,45 @@ func (s *Stack) Write(now int64, h *Handle, g *throttle.Group, off, n int64, r *
 	return s.release(now)
 }
 
+// WriteBack starts a write that reaches sluice without a caller: the
+// kernel writing back pages written through mmap, or flushing a file's
+// cached pages. No process waits on it and its data has already left the
+// application, so holding it would only hold the kernel's writeback (and
+// everyone's sync behind it): every piece starts at once, charged to g in
+// full as debt that the group's later requests pay. Its bytes count in
+// WritebackBytes as well as WBytes. It finishes when every piece is
+// written.
+func (s *Stack) WriteBack(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
+	*r = Request{Value: r.Value, dir: throttle.Write, group: g, handle: h, off: off, len: n, writeback: true}
+	s.each(g, func(c *Counters) { c.AppWrites++ })
+	for _, pc := range block.Split(off, n, s.opts.MaxIO) {
+		io := s.writePiece(r, pc.Off, pc.Len, now)
+		if g.Limited() {
+			s.tree.Charge(now, g, throttle.Write, pc.Len, 1)
+		}
+		s.admitted(now, io)
+	}
+	if r.pending == 0 {
+		s.finish(r)
+	}
+	return s.release(now)
+}
+
 // queueWrite queues one piece of the write r.
 func (s *Stack) queueWrite(now int64, r *Request, off, n, queuedAt int64) *IO {
+	io := s.writePiece(r, off, n, queuedAt)
+	s.queue.Push(now, &io.req)
+	return io
+}
+
+// writePiece makes one piece of the write r.
+func (s *Stack) writePiece(r *Request, off, n, queuedAt int64) *IO {
 	h := r.handle
 	io := &IO{Op: OpWrite, Dir: throttle.Write, Ino: h.Ino, File: h.File, Off: off, Len: n,
 		Class: throttle.Demand, group: r.group, queuedAt: queuedAt, write: r}
 	io.req = throttle.Request{Group: r.group, Dir: throttle.Write, Bytes: n, IOs: 1, Class: throttle.Demand, Value: io}
 	r.ios = append(r.ios, io)
 	r.pending++
-	s.queue.Push(now, &io.req)
 	return io
 }
 
@@ -64,7 +94,14 @@ func (s *Stack) Wrote(now int64, io *IO, n int64, err error) Actions {
 		if n < io.Len {
 			s.tree.Refund(now, io.group, throttle.Write, io.Len-n)
 		}
-		s.each(io.group, func(c *Counters) { c.WBytes += n; c.AppWBytes += n })
+		wb := io.write.writeback
+		s.each(io.group, func(c *Counters) {
+			c.WBytes += n
+			c.AppWBytes += n
+			if wb {
+				c.WritebackBytes += n
+			}
+		})
 		s.Changed(io.Ino, io.Off, io.Len)
 	}
 	r := io.write
