@@ -61,6 +61,13 @@ func (f *File) Sync(dataOnly bool) error {
 	return unix.Fsync(f.fd)
 }
 
+// StartWriteback starts writing the dirty pages of [off, off+n) to the
+// device and does not wait for them (sync_file_range with
+// SYNC_FILE_RANGE_WRITE).
+func (f *File) StartWriteback(off, n int64) error {
+	return unix.SyncFileRange(f.fd, off, n, unix.SYNC_FILE_RANGE_WRITE)
+}
+
 // Flush is the backing side of a close(2) of one of the caller's
 // descriptors: the backing file system sees a close of a duplicate (NFS
 // writes back on close, for instance), and the file stays open.

@@ -289,6 +289,9 @@ func (e *Engine) apply(a stack.Actions) {
 		case stack.OpFlush:
 			go e.flush(io)
 			i++
+		case stack.OpWriteback:
+			go e.writeback(io)
+			i++
 		default:
 			// Pieces of one write admitted together, end to end, go to
 			// the file in one call.
@@ -375,6 +378,24 @@ func (e *Engine) write(ios []*stack.IO) {
 // flush performs an fsync for the stack.
 func (e *Engine) flush(io *stack.IO) {
 	err := io.Request().Value.(*waiter).sync.Sync()
+	e.mu.Lock()
+	a := e.st.Wrote(e.now(), io, 0, err)
+	e.mu.Unlock()
+	e.apply(a)
+}
+
+// Writebacker is a backing file whose writeback the engine starts early
+// (stack.OpWriteback).
+type Writebacker interface {
+	StartWriteback(off, n int64) error
+}
+
+// writeback starts the backing page cache's writeback of io's range.
+func (e *Engine) writeback(io *stack.IO) {
+	var err error
+	if w, ok := io.File.(Writebacker); ok {
+		err = w.StartWriteback(io.Off, io.Len)
+	}
 	e.mu.Lock()
 	a := e.st.Wrote(e.now(), io, 0, err)
 	e.mu.Unlock()

@@ -101,7 +101,28 @@ func (n *node) ReadAt(p []byte, off int64) (int, error) {
 	return n.reader.ReadAt(p, off)
 }
 
-var _ engine.ReaderAt = (*node)(nil)
+// StartWriteback starts the writeback of [off, off+n) of the node's
+// backing file (the engine's OpWriteback), through the reader when one is
+// open, else through a descriptor opened for it.
+func (n *node) StartWriteback(off, size int64) error {
+	n.rmu.RLock()
+	if r := n.reader; r != nil {
+		defer n.rmu.RUnlock()
+		return r.StartWriteback(off, size)
+	}
+	n.rmu.RUnlock()
+	f, err := n.fsys.tree.Open(n.id, syscall.O_RDONLY)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.StartWriteback(off, size)
+}
+
+var (
+	_ engine.ReaderAt    = (*node)(nil)
+	_ engine.Writebacker = (*node)(nil)
+)
 
 // handle is one open file. Reads and writes of callers in a limited group
 // go through the engine; others go straight to the backing file and are

@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 			os.Exit(mmapSum(os.Args[2]))
 		case "sigread":
 			os.Exit(sigRead(os.Args[2]))
+		case "mmapwrite":
+			os.Exit(mmapWrite(os.Args[2]))
 		case "exec":
 			cmd := exec.Command(os.Args[2])
 			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr

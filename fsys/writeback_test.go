@@ -2,8 +2,11 @@ package fsys
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,31 +29,15 @@ func TestMmapWritebackNotQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chown(path, 1001, 1001)
-	want := make([]byte, size)
-	for i := range want {
-		want[i] = byte(i*13 + i>>12)
+	want := mmapPattern(size)
+	// In a process of its own: a page fault on the mount blocks its thread
+	// in the kernel, where the Go runtime cannot stop it for a collection,
+	// and a collection would then stop the server that the fault waits on.
+	out, err := helper("mmapwrite", filepath.Join(mnt, "m")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mmap writer: %v: %s", err, out)
 	}
-	var took time.Duration
-	runAs(1001, func() {
-		fh, err := os.OpenFile(filepath.Join(mnt, "m"), os.O_RDWR, 0)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer fh.Close()
-		m, err := unix.Mmap(int(fh.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer unix.Munmap(m)
-		copy(m, want)
-		start := time.Now()
-		if err := unix.Msync(m, unix.MS_SYNC); err != nil {
-			t.Error(err)
-		}
-		took = time.Since(start)
-	})
+	took, _ := time.ParseDuration(strings.TrimSpace(string(out)))
 	got, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -71,4 +58,88 @@ func TestMmapWritebackNotQueued(t *testing.T) {
 	if m.ThrottledNs != 0 {
 		t.Errorf("the kernel's writeback waited %v in the throttle; want it written at once", time.Duration(m.ThrottledNs))
 	}
+}
+
+// TestWritesLeaveLittleDirty: what a limited tenant writes does not stay
+// in the backing page cache for a later sync to wait on: sluice starts its
+// writeback every 100 ms of the group's rate (at least 256 KiB), so after
+// 4 MiB at wbps=8MiB no more than 800 KiB is left dirty by sluice's count,
+// and the backing file holds the data.
+func TestWritesLeaveLittleDirty(t *testing.T) {
+	const size = 4 << 20
+	rules := []group.Rule{{Group: "t", UID: new(uint32(1001))}}
+	src, mnt, f := mount(t, Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "t wbps=8MiB")}})
+	os.Chmod(src, 0o777)
+	want := make([]byte, size)
+	for i := range want {
+		want[i] = byte(i*7 + i>>13)
+	}
+	runAs(1001, func() {
+		fh, err := os.OpenFile(filepath.Join(mnt, "w"), os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer fh.Close()
+		for off := 0; off < size; off += 64 << 10 {
+			if _, err := fh.Write(want[off : off+64<<10]); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	got, err := os.ReadFile(filepath.Join(src, "w"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("backing file: %d bytes, %v; want the %d written", len(got), err, size)
+	}
+	m := groupMetrics(t, f, "t")
+	t.Logf("4 MiB at wbps=8MiB: writeback started early for %d bytes, %d left dirty, writers paused %v",
+		m.WritebackEarly, m.Dirty, time.Duration(m.WThrottledNs))
+	if threshold := int64(8<<20) / 10; m.Dirty > threshold || m.WritebackEarly < size-threshold {
+		t.Errorf("left %d bytes dirty and started writeback of %d; want at most %d dirty", m.Dirty, m.WritebackEarly, threshold)
+	}
+	if m.WThrottledNs == 0 {
+		t.Error("writers at 8 MiB/s writing 4 MiB at once were never paused")
+	}
+}
+
+func mmapPattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*13 + i>>12)
+	}
+	return b
+}
+
+// mmapWrite, as uid 1001, writes mmapPattern over the whole file at path
+// through a shared mapping, msyncs it and prints how long msync took.
+func mmapWrite(path string) int {
+	runtime.LockOSThread()
+	unix.Setfsuid(1001)
+	unix.Setfsgid(1001)
+	fh, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	m, err := unix.Mmap(int(fh.Fd()), 0, int(st.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		fmt.Println("mmap:", err)
+		return 1
+	}
+	defer unix.Munmap(m)
+	copy(m, mmapPattern(len(m)))
+	start := time.Now()
+	if err := unix.Msync(m, unix.MS_SYNC); err != nil {
+		fmt.Println("msync:", err)
+		return 1
+	}
+	fmt.Println(time.Since(start))
+	return 0
 }

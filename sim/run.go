@@ -594,6 +594,11 @@ func (r *runner) apply(a stack.Actions) {
 		if op == device.Read {
 			n = max(min(io.Len, f.size-io.Off), 0)
 		}
+		if io.Op == stack.OpWriteback {
+			// The modelled devices have no page cache: written is on disk.
+			r.push(event{at: r.now, kind: evDevice, io: io, dev: f.devi, m: -1})
+			continue
+		}
 		switch {
 		case !f.mirrored:
 			doneAt, err := f.dev.Start(r.now, op, n)

@@ -18,6 +18,16 @@ type file struct {
 	eof   int64
 	eofAt int64
 	gen   uint64
+	// dirty is what writes through the stack left in the backing page
+	// cache and no writeback has been started for.
+	dirty dirtyRange
+}
+
+// dirtyRange is a span of a file holding n bytes written by group g.
+type dirtyRange struct {
+	lo, hi, n int64
+	g         *throttle.Group
+	file      any
 }
 
 // eofTrust is how long a file's end, as a short read found it, is trusted.
@@ -106,6 +116,7 @@ func (s *Stack) file(ino uint64) *file {
 // kernel's view). Pending reads still finish for their waiters.
 func (s *Stack) Forget(ino uint64) {
 	if f := s.files[ino]; f != nil {
+		s.clean(f) // the kernel writes it back in its time
 		f.pages.each(func(_ int64, p *page) { s.remove(p) })
 		delete(s.files, ino)
 	}

@@ -37,6 +37,15 @@ type Counters struct {
 	// a caller (mmap writes, flushes at close): written at once and
 	// charged as debt. They are part of WBytes and AppWBytes too.
 	WritebackBytes int64 `json:"wb_callerless"`
+	// WritebackEarly are bytes written through the stack whose writeback
+	// the stack started (OpWriteback) before the kernel would have.
+	WritebackEarly int64 `json:"wb_early"`
+	// Dirty is a gauge, not a total: bytes written through the stack and
+	// left in the backing page cache with no writeback started, now.
+	Dirty int64 `json:"dirty"`
+	// WThrottledNs is the part of ThrottledNs that write pieces waited:
+	// the time writers were paused.
+	WThrottledNs int64 `json:"wthrottled_ns"`
 }
 
 // CounterField describes one field of Counters for renderings that walk
@@ -69,6 +78,9 @@ var CounterFields = []CounterField{
 	{Name: "ra_used", Help: "bytes read ahead and then read by an application", Get: func(c *Counters) int64 { return c.RAUsed }},
 	{Name: "ra_wasted", Help: "bytes read ahead and dropped unused", Get: func(c *Counters) int64 { return c.RAWasted }},
 	{Name: "wb_callerless", Help: "bytes of writeback without a caller, written at once and charged as debt", Get: func(c *Counters) int64 { return c.WritebackBytes }},
+	{Name: "wb_early", Help: "bytes written whose writeback sluice started early", Get: func(c *Counters) int64 { return c.WritebackEarly }},
+	{Name: "dirty", Help: "bytes written and left dirty in the backing page cache, now", Get: func(c *Counters) int64 { return c.Dirty }},
+	{Name: "wthrottled_ns", Help: "time write pieces waited for the throttle", Nanos: true, Get: func(c *Counters) int64 { return c.WThrottledNs }},
 }
 
 func (s *Stack) counters(g *throttle.Group) *Counters {

@@ -43,10 +43,10 @@ func TestCounterFields(t *testing.T) {
 func TestMetricsString(t *testing.T) {
 	m := Metrics{Groups: []GroupMetrics{{Group: "default", Limits: "rbps=1MiB", Counters: Counters{AppRBytes: 14, RIOs: 3, ThrottledNs: 1500 * 1e6, RAWasted: 7}}}, CacheBytes: 4096, CacheLimit: 1 << 20}
 	lines := strings.Split(m.String(), "\n")
-	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "group app_rbytes app_reads app_wbytes app_writes rbytes rios wbytes wios throttled ra_issued ra_used ra_wasted wb_callerless limits" {
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "group app_rbytes app_reads app_wbytes app_writes rbytes rios wbytes wios throttled ra_issued ra_used ra_wasted wb_callerless wb_early dirty wthrottled limits" {
 		t.Errorf("heading %q", lines[0])
 	}
-	if got := strings.Fields(lines[1]); strings.Join(got, " ") != "default 14 0 0 0 0 3 0 0 1.500s 0 0 7 0 rbps=1MiB" {
+	if got := strings.Fields(lines[1]); strings.Join(got, " ") != "default 14 0 0 0 0 3 0 0 1.500s 0 0 7 0 0 0 0.000s rbps=1MiB" {
 		t.Errorf("row %q", lines[1])
 	}
 	if lines[2] != "cache 4096 of 1048576 bytes, 0 I/Os queued" {

@@ -72,6 +72,12 @@ const (
 	OpRead Op = iota
 	OpWrite
 	OpFlush
+	// OpWriteback starts the backing page cache's writeback of [Off,
+	// Off+Len) of the file (sync_file_range with SYNC_FILE_RANGE_WRITE)
+	// without waiting for it: what a limited group writes does not pile up
+	// as dirty pages that a sync by anyone would wait for. It is not
+	// charged; the driver reports it with Wrote like a flush.
+	OpWriteback
 )
 
 // IO is one device request of at most MaxIO bytes.
@@ -215,6 +221,7 @@ func (s *Stack) admitted(now int64, io *IO) {
 			c.RIOs++
 		} else {
 			c.WIOs++
+			c.WThrottledNs += wait
 		}
 	})
 	s.acts.Start = append(s.acts.Start, io)

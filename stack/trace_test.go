@@ -329,6 +329,9 @@ func (x *trace) take(a Actions) {
 				tt.Bytes(io.Off), tt.Bytes(io.Len), io.group.Path())
 		case OpFlush:
 			fmt.Fprintf(x.out, "%sstart %s flush ino=%d %s\n", at, name, io.Ino, io.group.Path())
+		case OpWriteback:
+			fmt.Fprintf(x.out, "%sstart %s writeback ino=%d off=%s len=%s %s\n", at, name, io.Ino,
+				tt.Bytes(io.Off), tt.Bytes(io.Len), io.group.Path())
 		}
 	}
 	for _, r := range a.Done {
@@ -373,6 +376,8 @@ func (x *trace) metrics(a *tt.Args) {
 		add("ra_used", g.RAUsed, true)
 		add("ra_wasted", g.RAWasted, true)
 		add("wb_callerless", g.WritebackBytes, true)
+		add("wb_early", g.WritebackEarly, true)
+		add("dirty", g.Dirty, true)
 		if g.ThrottledNs != 0 {
 			f = append(f, "throttled="+tt.Time(g.ThrottledNs))
 		}

@@ -72,6 +72,9 @@ func (s *Stack) writePiece(r *Request, off, n, queuedAt int64) *IO {
 // when the driver reports the flush with Wrote.
 func (s *Stack) Sync(now int64, h *Handle, g *throttle.Group, r *Request) Actions {
 	*r = Request{Value: r.Value, dir: throttle.Write, group: g, handle: h}
+	if f := s.files[h.Ino]; f != nil {
+		s.clean(f) // the flush writes it
+	}
 	io := &IO{Op: OpFlush, Dir: throttle.Write, Ino: h.Ino, File: h.File, Class: throttle.Demand,
 		group: g, queuedAt: now, write: r, started: true}
 	r.ios = append(r.ios, io)
@@ -88,6 +91,9 @@ func (s *Stack) Wrote(now int64, io *IO, n int64, err error) Actions {
 		return s.release(now)
 	}
 	io.complete = true
+	if io.Op == OpWriteback {
+		return s.release(now)
+	}
 	n = min(max(n, 0), io.Len)
 	io.wrote, io.err = n, err
 	if io.Op == OpWrite {
@@ -103,6 +109,9 @@ func (s *Stack) Wrote(now int64, io *IO, n int64, err error) Actions {
 			}
 		})
 		s.Changed(io.Ino, io.Off, io.Len)
+		if n > 0 {
+			s.dirtied(io, n)
+		}
 	}
 	r := io.write
 	if r.done {
@@ -163,4 +172,60 @@ func (s *Stack) Pass(g *throttle.Group, d throttle.Dir, n int64) {
 			c.WIOs += ios
 		}
 	})
+}
+
+// WritebackMin is the least a file's dirty span holds before the stack
+// starts its writeback; a group's threshold is the larger of it and a
+// tenth of a second at the tightest write rate on its path.
+const WritebackMin = 256 << 10
+
+// dirtied records that the write piece io left n bytes in the backing
+// page cache, and starts writeback of the file's dirty span once it holds
+// the group's threshold (or another group's bytes are in it).
+func (s *Stack) dirtied(io *IO, n int64) {
+	f := s.file(io.Ino)
+	d := &f.dirty
+	if d.n > 0 && d.g != io.group {
+		s.writeback(io.Ino, f)
+	}
+	if d.n == 0 {
+		*d = dirtyRange{lo: io.Off, hi: io.Off + n, g: io.group, file: io.File}
+	} else {
+		d.lo, d.hi = min(d.lo, io.Off), max(d.hi, io.Off+n)
+	}
+	d.n += n
+	s.each(io.group, func(c *Counters) { c.Dirty += n })
+	if d.n >= writebackAt(io.group) {
+		s.writeback(io.Ino, f)
+	}
+}
+
+// writebackAt is g's threshold: WritebackMin, or 100 ms at the tightest
+// write rate on g's path when that is more.
+func writebackAt(g *throttle.Group) int64 {
+	var rate int64
+	for p := g; p != nil; p = p.Parent() {
+		if w := p.Limits().WBPS; w > 0 && (rate == 0 || w < rate) {
+			rate = w
+		}
+	}
+	return max(WritebackMin, rate/10)
+}
+
+// writeback starts the writeback of f's dirty span.
+func (s *Stack) writeback(ino uint64, f *file) {
+	d := f.dirty
+	s.clean(f)
+	s.each(d.g, func(c *Counters) { c.WritebackEarly += d.n })
+	s.acts.Start = append(s.acts.Start, &IO{Op: OpWriteback, Dir: throttle.Write, Ino: ino, File: d.file,
+		Off: d.lo, Len: d.hi - d.lo, Class: throttle.Demand, group: d.g, started: true})
+}
+
+// clean forgets f's dirty span: its writeback has been started, or a flush
+// or the kernel will write it.
+func (s *Stack) clean(f *file) {
+	if d := f.dirty; d.n > 0 {
+		s.each(d.g, func(c *Counters) { c.Dirty -= d.n })
+	}
+	f.dirty = dirtyRange{}
 }
