@@ -55,7 +55,7 @@ func randomData(n int, seed uint64) []byte {
 // each of set.
 func newEngine(t *testing.T, set ...func(*Options)) *Engine {
 	t.Helper()
-	opts := Options{Options: stack.DefaultOptions()}
+	opts := Options{Options: stack.DefaultOptions(), GoTimer: true} // virtual time
 	for _, f := range set {
 		f(&opts)
 	}
