@@ -19,8 +19,12 @@ func statFlags() (*flag.FlagSet, *bool) {
 Prints per-group counters of a running mount, like io.stat: application-level
 bytes and calls as seen at FUSE (app_*), device-level bytes and I/Os after
 splitting into --max-io pieces (rbytes rios wbytes wios: what the limits
-govern), time spent throttled, and readahead bytes issued, used and wasted.
-A group's counters include its descendants'. Only the user who mounted
+govern), time spent throttled, readahead bytes issued, used and wasted,
+bytes of the kernel's writeback without a caller (mmap writes, written at
+once and charged as debt: wb_callerless), bytes whose backing writeback
+sluice started early (wb_early), bytes written and still dirty in the
+backing page cache now (dirty), and the time writers were paused
+(wthrottled). A group's counters include its descendants'. Only the user who mounted
 (normally root) may ask.
 
 Flags:
