@@ -150,9 +150,17 @@ func (s *Stack) issue(now int64, h *Handle, g *throttle.Group, f *file, w readah
 		pages := make([]*page, 0, j-i)
 		// One allocation for the run: a page that outlives its neighbours
 		// keeps only their small headers, never their data.
-		slab := make([]page, j-i)
+		var slab []page
+		if j-i > 1 {
+			slab = make([]page, j-i)
+		}
 		for k := i; k < j; k++ {
-			p := &slab[k-i]
+			var p *page
+			if slab != nil {
+				p = &slab[k-i]
+			} else {
+				p = new(page)
+			}
 			*p = page{file: f, index: k, pending: true, group: g}
 			p.ahead = k < dfirst || k > dlast
 			p.fromRA = p.ahead
