@@ -43,8 +43,6 @@ import (
 //	eligible [t=] group=G [dir=]
 //	budget [t=] group=G [dir=] [maxio=0]
 //	    Tree.Eligible, Tree.Budget (and Tree.ByteBudget, Queue.ShareBudget)
-//	stat [G ...]
-//	    the counters of the named groups, or of all
 func TestTrace(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		x := &trace{}
