@@ -79,7 +79,11 @@ type Series struct {
 }
 
 func (r *runner) result() *Result {
-	res := &Result{Scenario: r.sc.Name, End: r.now, Stack: r.st.Metrics()}
+	end := r.busy
+	if r.stop > 0 && r.now >= r.stop {
+		end = r.stop // cut short: the run lasted to the stop
+	}
+	res := &Result{Scenario: r.sc.Name, End: end, Stack: r.st.Metrics()}
 	for _, j := range r.jobs {
 		h := &j.clat
 		res.Jobs = append(res.Jobs, JobResult{
@@ -91,7 +95,7 @@ func (r *runner) result() *Result {
 	for _, d := range r.devList {
 		res.Devices = append(res.Devices, DeviceResult{Name: d.Name, ModelStats: d.Stats})
 	}
-	n := int(r.now/bucket) + 1
+	n := int(end/bucket) + 1
 	for i, name := range r.names {
 		s := append([]int64(nil), r.series[i]...)
 		for len(s) < n {

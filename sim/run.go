@@ -194,6 +194,9 @@ type runner struct {
 	mirrors []int // device indexes of the mirror set
 	policy  mirror.Policy
 	cur     *thread // the thread whose request is being submitted
+	// busy is when the last device I/O or application request finished:
+	// the run's end, whatever wake-ups (a dirty span's expiry) follow.
+	busy int64
 	// fanout counts, per write or flush sent to every mirror, the mirrors
 	// still to answer, and the first error.
 	fanout map[*stack.IO]*fan
@@ -500,6 +503,7 @@ func (r *runner) cached(c *call) bool {
 		r.count(j.series, replyAt(i), bs)
 	}
 	j.last = replyAt(got - 1)
+	r.busy = max(r.busy, j.last)
 	t.off = c.off + got*bs
 	t.issued += (got - 1) * bs
 	r.release(c)
@@ -557,6 +561,7 @@ func (r *runner) reply(c *call) {
 func (r *runner) finished(c *call) {
 	t := c.t
 	j := t.job
+	r.busy = r.now
 	j.ios++
 	j.clat.add(r.now - c.start)
 	if j.first == 0 {
@@ -638,6 +643,9 @@ func (r *runner) apply(a stack.Actions) {
 // deviceDone reports a device I/O's completion to the stack.
 func (r *runner) deviceDone(ev event) {
 	io, n, err := ev.io, ev.n, ev.err
+	if io.Op != stack.OpWriteback {
+		r.busy = r.now
+	}
 	r.count(ev.dev, r.now, n)
 	if ev.m >= 0 {
 		r.policy.Done(r.now, ev.m, ev.sent, err)

@@ -23,10 +23,13 @@ type file struct {
 	dirty dirtyRange
 }
 
-// dirtyRange is a span of a file holding n bytes written by group g.
+// dirtyRange is a span of a file holding n bytes written by group g,
+// the first of them at since.
 type dirtyRange struct {
 	lo, hi, n int64
+	since     int64
 	g         *throttle.Group
+	ino       uint64
 	file      any
 }
 

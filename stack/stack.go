@@ -146,6 +146,7 @@ type Stack struct {
 	limit   int64 // page capacity
 	stats   map[*throttle.Group]*Counters
 	waiting reqList // requests with a deadline, oldest first
+	dirty   []*file // files with a dirty span, oldest span first
 	scratch []*throttle.Request
 	acts    Actions
 }
@@ -204,6 +205,14 @@ func (s *Stack) release(now int64) Actions {
 	clear(s.scratch)
 	if r := s.waiting.head; r != nil && (next < 0 || r.deadline < next) {
 		next = r.deadline
+	}
+	for len(s.dirty) > 0 && s.dirty[0].dirty.since+DirtyExpire <= now {
+		s.writeback(s.dirty[0])
+	}
+	if len(s.dirty) > 0 {
+		if due := s.dirty[0].dirty.since + DirtyExpire; next < 0 || due < next {
+			next = due
+		}
 	}
 	a := s.acts
 	a.Wake = next

@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"slices"
+
 	"sluice/block"
 	"sluice/throttle"
 )
@@ -110,7 +112,7 @@ func (s *Stack) Wrote(now int64, io *IO, n int64, err error) Actions {
 		})
 		s.Changed(io.Ino, io.Off, io.Len)
 		if n > 0 {
-			s.dirtied(io, n)
+			s.dirtied(now, io, n)
 		}
 	}
 	r := io.write
@@ -179,24 +181,30 @@ func (s *Stack) Pass(g *throttle.Group, d throttle.Dir, n int64) {
 // tenth of a second at the tightest write rate on its path.
 const WritebackMin = 256 << 10
 
+// DirtyExpire is the longest a dirty span waits for its writeback: a
+// group that writes less than its threshold still has its data on the
+// way to the device a second later.
+const DirtyExpire = int64(1e9)
+
 // dirtied records that the write piece io left n bytes in the backing
-// page cache, and starts writeback of the file's dirty span once it holds
-// the group's threshold (or another group's bytes are in it).
-func (s *Stack) dirtied(io *IO, n int64) {
+// page cache at now, and starts writeback of the file's dirty span once it
+// holds the group's threshold (or another group's bytes are in it).
+func (s *Stack) dirtied(now int64, io *IO, n int64) {
 	f := s.file(io.Ino)
 	d := &f.dirty
 	if d.n > 0 && d.g != io.group {
-		s.writeback(io.Ino, f)
+		s.writeback(f)
 	}
 	if d.n == 0 {
-		*d = dirtyRange{lo: io.Off, hi: io.Off + n, g: io.group, file: io.File}
+		*d = dirtyRange{lo: io.Off, hi: io.Off + n, since: now, g: io.group, ino: io.Ino, file: io.File}
+		s.dirty = append(s.dirty, f)
 	} else {
 		d.lo, d.hi = min(d.lo, io.Off), max(d.hi, io.Off+n)
 	}
 	d.n += n
 	s.each(io.group, func(c *Counters) { c.Dirty += n })
 	if d.n >= writebackAt(io.group) {
-		s.writeback(io.Ino, f)
+		s.writeback(f)
 	}
 }
 
@@ -213,19 +221,24 @@ func writebackAt(g *throttle.Group) int64 {
 }
 
 // writeback starts the writeback of f's dirty span.
-func (s *Stack) writeback(ino uint64, f *file) {
+func (s *Stack) writeback(f *file) {
 	d := f.dirty
 	s.clean(f)
 	s.each(d.g, func(c *Counters) { c.WritebackEarly += d.n })
-	s.acts.Start = append(s.acts.Start, &IO{Op: OpWriteback, Dir: throttle.Write, Ino: ino, File: d.file,
+	s.acts.Start = append(s.acts.Start, &IO{Op: OpWriteback, Dir: throttle.Write, Ino: d.ino, File: d.file,
 		Off: d.lo, Len: d.hi - d.lo, Class: throttle.Demand, group: d.g, started: true})
 }
 
 // clean forgets f's dirty span: its writeback has been started, or a flush
 // or the kernel will write it.
 func (s *Stack) clean(f *file) {
-	if d := f.dirty; d.n > 0 {
-		s.each(d.g, func(c *Counters) { c.Dirty -= d.n })
+	d := f.dirty
+	if d.n == 0 {
+		return
 	}
+	s.each(d.g, func(c *Counters) { c.Dirty -= d.n })
 	f.dirty = dirtyRange{}
+	if i := slices.Index(s.dirty, f); i >= 0 {
+		s.dirty = slices.Delete(s.dirty, i, i+1)
+	}
 }
