@@ -212,7 +212,9 @@ func TestSetLimitLive(t *testing.T) {
 			t.Fatalf("read finished %v after start, before the limit was lifted at 3s: the limit was not in force", took)
 		}
 		// Set again, the limit holds again: of four 64 KiB reads at 64 KiB/s
-		// the first goes at once and each next one a second later.
+		// the first goes at once and each next one a second later. The
+		// first reader's device reads, still in flight, finish first.
+		synctest.Wait()
 		e.SetLimits("default", throttle.Limits{RBPS: 64 << 10})
 		start = time.Now()
 		h2 := &stack.Handle{Ino: 2, File: &memFile{data: data}}
