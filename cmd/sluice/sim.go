@@ -27,14 +27,19 @@ func simFlags() (*flag.FlagSet, *simOpts) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: sluice sim [flags] SCENARIO.toml
 
-Runs a scenario on virtual time: modelled devices, groups and limits,
-sluice's mount options and fio-like jobs, through the same policy code
-(stack, throttle, readahead) that 'sluice mount' runs. Prints fio-like
-results per job, the groups' counters as 'sluice stat' shows them, and the
-devices'. The same scenario and seed give the same output, byte for byte.
+Runs a scenario on virtual time: modelled devices (and mirror sets),
+groups and limits, sluice's mount options and fio-like jobs, through the
+same policy code (stack, throttle, readahead, mirror) that 'sluice mount'
+runs. Prints fio-like results per job, the groups' counters as 'sluice
+stat' shows them, and the devices'. The same scenario and seed give the
+same output, byte for byte. write-throttle=writeback models the kernel's
+own write path (dirty page cache, a throttled flusher, sync) to compare
+with sluice's pacing at write().
 
   sluice sim scenarios/000-readahead-1MBps.toml
   sluice sim --compare readahead-budget=off,on --plot ra.svg scenarios/000-readahead-1MBps.toml
+  sluice sim scenarios/003-writeback-sync.toml
+  sluice sim --compare read-policy=pid,latency scenarios/004-mirrors-nvme-ssd.toml
 
 The file format is described in scenarios/README.md.
 
