@@ -198,30 +198,31 @@ func (e *Engine) Read(ctx context.Context, h *stack.Handle, g *throttle.Group, d
 // cancelled ctx of a dying caller withdraws the pieces not yet admitted
 // (EINTR); pieces already being written finish first.
 func (e *Engine) Write(ctx context.Context, h *stack.Handle, g *throttle.Group, w WriterAt, data []byte, off int64) (int, error) {
-	r := &stack.Request{Value: &waiter{done: make(chan struct{}), data: data, w: w}}
-	e.mu.Lock()
-	a := e.st.Write(e.now(), h, g, off, int64(len(data)), r)
-	e.mu.Unlock()
-	e.apply(a)
-	if err := e.wait(ctx, r); err != nil {
-		return 0, err
-	}
-	if r.Err != nil {
-		return 0, r.Err
-	}
-	return int(r.Size()), nil
+	return e.submitWrite(ctx, w, data, func(now int64, r *stack.Request) stack.Actions {
+		return e.st.Write(now, h, g, off, int64(len(data)), r)
+	})
 }
 
 // WriteBack writes data at off to w for the kernel's writeback, which no
 // caller waits on: at once, charged to g as debt that its later requests
 // pay (stack.WriteBack). It is not interrupted.
 func (e *Engine) WriteBack(h *stack.Handle, g *throttle.Group, w WriterAt, data []byte, off int64) (int, error) {
+	return e.submitWrite(context.Background(), w, data, func(now int64, r *stack.Request) stack.Actions {
+		return e.st.WriteBack(now, h, g, off, int64(len(data)), r)
+	})
+}
+
+// submitWrite starts a write of data to w with start (the stack's Write
+// or WriteBack) and waits for it.
+func (e *Engine) submitWrite(ctx context.Context, w WriterAt, data []byte, start func(int64, *stack.Request) stack.Actions) (int, error) {
 	r := &stack.Request{Value: &waiter{done: make(chan struct{}), data: data, w: w}}
 	e.mu.Lock()
-	a := e.st.WriteBack(e.now(), h, g, off, int64(len(data)), r)
+	a := start(e.now(), r)
 	e.mu.Unlock()
 	e.apply(a)
-	<-r.Value.(*waiter).done
+	if err := e.wait(ctx, r); err != nil {
+		return 0, err
+	}
 	if r.Err != nil {
 		return 0, r.Err
 	}

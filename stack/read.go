@@ -51,14 +51,7 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 				s.issue(now, h, g, f, s.clamp(now, h, g, w), -1, -1)
 			}
 		}
-		if p.ahead {
-			// First use of a page read ahead; a page still being read is
-			// counted when its length is known.
-			p.ahead = false
-			if !p.pending {
-				s.each(p.group, func(c *Counters) { c.RAUsed += int64(len(p.buf)) })
-			}
-		}
+		s.used(p)
 		r.pages = append(r.pages, p)
 		if p.pending {
 			p.waiters = append(p.waiters, r)
@@ -66,11 +59,8 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 			if io := p.io; io != nil && !io.started {
 				s.join(now, io, g)
 			}
-		} else {
-			s.lru.touch(p)
-			if len(p.buf) < PageSize {
-				break // end of file
-			}
+		} else if len(p.buf) < PageSize {
+			break // end of file
 		}
 		idx++
 	}
@@ -81,6 +71,21 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 		s.await(now, r)
 	}
 	return s.release(now)
+}
+
+// used records a read of page p: the first use of a page read ahead
+// counts toward RAUsed (a page still being read is counted when its length
+// is known), and a cached page becomes the LRU's youngest.
+func (s *Stack) used(p *page) {
+	if p.ahead {
+		p.ahead = false
+		if !p.pending {
+			s.each(p.group, func(c *Counters) { c.RAUsed += int64(len(p.buf)) })
+		}
+	}
+	if !p.pending {
+		s.lru.touch(p)
+	}
 }
 
 // join makes a queued I/O serve a demand read by group g: it becomes a
@@ -333,12 +338,7 @@ func (s *Stack) ReadCached(now int64, h *Handle, g *throttle.Group, off, n int64
 			if idx > first {
 				h.ra.Accessed(idx * PageSize)
 			}
-			p := f.pages.get(idx)
-			if p.ahead {
-				p.ahead = false
-				s.each(p.group, func(c *Counters) { c.RAUsed += PageSize })
-			}
-			s.lru.touch(p)
+			s.used(f.pages.get(idx))
 		}
 		h.ra.Accessed(o + n)
 	}
