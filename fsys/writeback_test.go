@@ -143,3 +143,42 @@ func mmapWrite(path string) int {
 	fmt.Println(time.Since(start))
 	return 0
 }
+
+// TestFsyncThroughMount: fsync and fdatasync of a file and fsync of a
+// directory succeed through the mount for a limited tenant, and the file's
+// bytes are in the backing file when they return.
+func TestFsyncThroughMount(t *testing.T) {
+	rules := []group.Rule{{Group: "t", UID: new(uint32(1001))}}
+	src, mnt, _ := mount(t, Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "t wbps=8MiB")}})
+	os.Chmod(src, 0o777)
+	want := mmapPattern(1 << 20)
+	runAs(1001, func() {
+		fh, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer fh.Close()
+		if _, err := fh.Write(want); err != nil {
+			t.Error(err)
+		}
+		if err := fh.Sync(); err != nil {
+			t.Errorf("fsync: %v", err)
+		}
+		if err := unix.Fdatasync(int(fh.Fd())); err != nil {
+			t.Errorf("fdatasync: %v", err)
+		}
+		d, err := os.Open(mnt)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer d.Close()
+		if err := d.Sync(); err != nil {
+			t.Errorf("fsync of the directory: %v", err)
+		}
+	})
+	if got, err := os.ReadFile(filepath.Join(src, "f")); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("backing file after fsync: %d bytes, %v; want the %d written", len(got), err, len(want))
+	}
+}
