@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -152,19 +154,21 @@ type modelHandle struct {
 }
 
 type modelState struct {
-	t       *testing.T
-	seed    uint64
-	r       *rand.Rand
-	root    [2]string // the mount, the reference
-	src     string
-	abort   string
-	workers map[int]*modelWorker
-	handles []*modelHandle
-	nextID  int
-	log     []string
-	op      int
-	ops     int
-	warned  map[string]bool
+	t         *testing.T
+	seed      uint64
+	r         *rand.Rand
+	root      [2]string // the mount, the reference
+	src       string
+	abort     string
+	workers   map[int]*modelWorker
+	handles   []*modelHandle
+	nextID    int
+	log       []string
+	op        int
+	ops       int
+	warned    map[string]bool
+	succeeded map[string]int // ops that succeeded, by kind, for the log
+	memfd     int            // holds the bytes of an mmap-write; -1 until the first
 }
 
 func runModel(t *testing.T, seed uint64, ops int) {
@@ -175,7 +179,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	os.Chmod(filepath.Dir(ref), 0o755)
 	m := &modelState{t: t, seed: seed, r: rand.New(rand.NewPCG(seed, 0x5eed)), root: [2]string{mnt, ref}, src: src,
 		workers: map[int]*modelWorker{0: startModelWorker(0), modelUID: startModelWorker(modelUID)}, ops: ops,
-		warned: map[string]bool{}}
+		warned: map[string]bool{}, memfd: -1, succeeded: map[string]int{}}
 	var st unix.Stat_t
 	if err := unix.Stat(mnt, &st); err != nil {
 		t.Fatal(err)
@@ -209,6 +213,12 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	}
 	m.check(ops)
 	m.compareTrees(ops, "source directory", m.src, m.root[1])
+	kinds := slices.Sorted(maps.Keys(m.succeeded))
+	var b strings.Builder
+	for _, k := range kinds {
+		fmt.Fprintf(&b, " %s:%d", k, m.succeeded[k])
+	}
+	t.Logf("ops that succeeded on both sides, by kind:%s", b.String())
 }
 
 func (m *modelState) path(side int, p string) string { return filepath.Join(m.root[side], p) }
@@ -220,6 +230,10 @@ func (m *modelState) close() {
 		unix.Close(h.fd[1])
 	}
 	m.handles = nil
+	if m.memfd >= 0 {
+		unix.Close(m.memfd)
+		m.memfd = -1
+	}
 	for _, w := range m.workers {
 		close(w.ops)
 	}
@@ -324,6 +338,13 @@ func (m *modelState) do(i int, a *modelAction) {
 			}
 		}
 		m.fail(fmt.Sprintf("%s: %s", a.desc, d))
+	}
+	if res[0].err == nil {
+		kind, _, _ := strings.Cut(a.desc, " ")
+		if a.uid == modelUID {
+			kind += " (limited)"
+		}
+		m.succeeded[kind]++
 	}
 	if a.after != nil {
 		a.after(res[0], res[1])
@@ -680,7 +701,7 @@ func (m *modelState) genHandleOp(h *modelHandle) *modelAction {
 		mode := m.pickFileMode()
 		a.desc = fmt.Sprintf("fchmod %s %#o", hs, mode)
 		a.run = func(side int) modelOutcome { return modelOutcome{err: unix.Fchmod(h.fd[side], mode), fd: -1} }
-	default:
+	case k < 91 || sz == 0:
 		fm := modelFallocModes[m.r.IntN(len(modelFallocModes))]
 		var off, length int64
 		shift := fm.mode == unix.FALLOC_FL_COLLAPSE_RANGE || fm.mode == unix.FALLOC_FL_INSERT_RANGE
@@ -708,8 +729,46 @@ func (m *modelState) genHandleOp(h *modelHandle) *modelAction {
 				return true
 			}
 		}
+	default:
+		// A write through a shared mapping of the file, inside its size,
+		// made durable with msync: the kernel's own writeback, which
+		// reaches sluice without a caller.
+		off := m.r.Int64N(sz)
+		n := min(int64(m.pickSize()), sz-off)
+		data := m.randomBytes(int(n))
+		a.desc = fmt.Sprintf("mmap-write %s off=%d len=%d", hs, off, n)
+		a.run = func(side int) modelOutcome { return m.mmapWrite(h.fd[side], data, off) }
 	}
 	return a
+}
+
+// mmapWrite writes data at off of fd through a shared mapping and msyncs it.
+// The bytes are copied into the mapping by a pread from a memfd, so the
+// page faults on the mount are taken inside a system call: a goroutine
+// faulting in user code could not stop for the garbage collector while the
+// mount, served by this process, waits for it.
+func (m *modelState) mmapWrite(fd int, data []byte, off int64) modelOutcome {
+	if m.memfd < 0 {
+		mfd, err := unix.MemfdCreate("model", unix.MFD_CLOEXEC)
+		if err != nil {
+			m.t.Fatalf("memfd_create: %v", err)
+		}
+		m.memfd = mfd
+	}
+	if _, err := unix.Pwrite(m.memfd, data, 0); err != nil {
+		m.t.Fatalf("memfd: %v", err)
+	}
+	pg := off &^ 4095
+	mem, err := unix.Mmap(fd, pg, int(off-pg)+len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return modelOutcome{err: err, fd: -1}
+	}
+	defer unix.Munmap(mem)
+	n, err := unix.Pread(m.memfd, mem[off-pg:], 0)
+	if err == nil {
+		err = unix.Msync(mem, unix.MS_SYNC)
+	}
+	return modelOutcome{n: int64(n), err: err, fd: -1}
 }
 
 func (m *modelState) refIsReg(fd int) bool {
