@@ -213,18 +213,37 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached
 			w = asCaller{f.tree, c, h.file}
 		}
 	}
-	var n int
-	var err error
-	if !g.Limited() {
-		n, err = w.WriteAt(data, off)
-		if n > 0 {
-			f.eng.Pass(g, throttle.Write, int64(n))
-			f.eng.Changed(id, off, int64(n))
+	write := func(data []byte, off int64) (n int, err error) {
+		switch {
+		case !g.Limited():
+			n, err = w.WriteAt(data, off)
+			if n > 0 {
+				f.eng.Pass(g, throttle.Write, int64(n))
+				f.eng.Changed(id, off, int64(n))
+			}
+			return n, err
+		case cached:
+			return f.eng.WriteBack(&h.sh, g, w, data, off)
 		}
-	} else if cached {
-		n, err = f.eng.WriteBack(&h.sh, g, w, data, off)
-	} else {
-		n, err = f.eng.Write(ctx, &h.sh, g, w, data, off)
+		return f.eng.Write(ctx, &h.sh, g, w, data, off)
+	}
+	n, err := write(data, off)
+	if cached {
+		// The kernel takes any count in the reply to its writeback as all
+		// of it, so a short write (a file system filling up) would drop
+		// the rest without a word. Write the rest; the error that stops
+		// it is the reply, which the kernel keeps for the file's next
+		// fsync or close.
+		for err == nil && n < len(data) {
+			m, werr := write(data[n:], off+int64(n))
+			if m <= 0 && werr == nil {
+				werr = syscall.EIO
+			}
+			n, err = n+max(m, 0), werr
+		}
+		if err != nil {
+			return 0, errno(err)
+		}
 	}
 	if n > 0 && h.direct && !cached {
 		// Other handles may hold the overwritten range in the kernel's page

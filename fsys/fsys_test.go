@@ -36,6 +36,8 @@ func TestMain(m *testing.M) {
 			os.Exit(sigRead(os.Args[2]))
 		case "mmapwrite":
 			os.Exit(mmapWrite(os.Args[2]))
+		case "mmaperr":
+			os.Exit(mmapErrors(os.Args[2]))
 		case "exec":
 			cmd := exec.Command(os.Args[2])
 			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
