@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -181,19 +182,28 @@ func mount(t *testing.T, opts Options) (src, mnt string, f *FS) {
 		src = opts.Source
 	}
 	opts.Mountpoint = mnt
+	f, unmount := serve(t, opts)
+	t.Cleanup(unmount)
+	return src, mnt, f
+}
+
+// serve mounts opts and returns the file system and a function that
+// unmounts it and waits until it has stopped; calls after the first do
+// nothing.
+func serve(t *testing.T, opts Options) (*FS, func()) {
+	t.Helper()
 	f, err := Mount(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { f.Wait(); close(done) }()
-	t.Cleanup(func() {
+	return f, sync.OnceFunc(func() {
 		if err := f.Unmount(); err != nil {
 			t.Errorf("unmount: %v", err)
 		}
 		<-done
 	})
-	return src, mnt, f
 }
 
 func writeRandom(t *testing.T, path string, n int, seed uint64) []byte {
