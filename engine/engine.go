@@ -146,6 +146,15 @@ func (e *Engine) Changed(ino uint64, off, n int64) {
 	e.mu.Unlock()
 }
 
+// InDebt reports whether g's writes are behind their schedule now (the
+// kernel's writeback charged them beyond the limit): reads of files g
+// wrote through a mapping then wait for the debt (stack.Stack.InDebt).
+func (e *Engine) InDebt(g *throttle.Group) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.st.InDebt(e.now(), g)
+}
+
 // Truncated drops cached pages past a file's new size.
 func (e *Engine) Truncated(ino uint64, size int64) {
 	e.mu.Lock()

@@ -244,6 +244,15 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached
 		if err != nil {
 			return 0, errno(err)
 		}
+		if g.Limited() && f.eng.InDebt(g) {
+			// The group wrote these pages through a mapping faster than
+			// its limit. Dropping them from the kernel's cache makes the
+			// writer fault them in again, and that read waits for the
+			// debt (stack.Stack.Read): the writer is paced, and no sync
+			// waits on its budget. After the reply: the pages are under
+			// writeback until then.
+			go f.server.InodeNotify(id, off, int64(n))
+		}
 	}
 	if n > 0 && h.direct && !cached {
 		// Other handles may hold the overwritten range in the kernel's page

@@ -4,6 +4,7 @@
 package fsys
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,9 +52,20 @@ type Options struct {
 	// MaxOpen bounds the directories kept open between operations (see
 	// backing.LocalOptions). The default is 1024.
 	MaxOpen int
+	// MapDirty bounds the dirty pages the kernel keeps of this mount's
+	// files written through shared mappings (the mount's max_bytes in
+	// /sys/class/bdi, kernel 6.2+). A writer through a mapping in a
+	// limited group is paced when it faults pages in again (see
+	// stack.Stack.Read), and runs ahead of its limit by about this much
+	// at most. 0 is the default, 4 MiB; -1 leaves the kernel's own bound
+	// (1 % of its dirty limit, tens of MiB).
+	MapDirty int64
 	// Debug logs every FUSE request. The default is false.
 	Debug bool
 }
+
+// DefaultMapDirty is Options.MapDirty's default.
+const DefaultMapDirty = 4 << 20
 
 // FS is a mounted sluice file system.
 type FS struct {
@@ -178,7 +190,12 @@ func Mount(opts Options) (*FS, error) {
 	for ra*2 <= f.spliceMax && ra*2 <= 1<<20 {
 		ra *= 2
 	}
-	setReadahead(opts.Mountpoint, ra>>10)
+	setBDI(opts.Mountpoint, "read_ahead_kb", strconv.Itoa(ra>>10))
+	// Also best effort (kernel 6.2+): without it, a writer through a
+	// mapping runs further ahead of its limit before it is paced.
+	if d := cmp.Or(opts.MapDirty, DefaultMapDirty); d > 0 {
+		setBDI(opts.Mountpoint, "max_bytes", strconv.FormatInt(d, 10))
+	}
 	return f, nil
 }
 
@@ -322,13 +339,14 @@ func pipeMax() int {
 	return n
 }
 
-// setReadahead sets the kernel's readahead for the mount's own backing
-// device info, the window of groups that use the kernel's page cache.
-func setReadahead(mountpoint string, kb int) error {
+// setBDI writes value to the setting name of the mount's own backing
+// device info in /sys/class/bdi: read_ahead_kb is the window of groups that
+// use the kernel's page cache, max_bytes bounds its dirty pages.
+func setBDI(mountpoint, name, value string) error {
 	var st syscall.Stat_t
 	if err := syscall.Stat(mountpoint, &st); err != nil {
 		return err
 	}
-	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
-	return os.WriteFile(path, []byte(strconv.Itoa(kb)), 0)
+	path := fmt.Sprintf("/sys/class/bdi/%d:%d/%s", unix.Major(st.Dev), unix.Minor(st.Dev), name)
+	return os.WriteFile(path, []byte(value), 0)
 }

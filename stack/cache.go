@@ -21,6 +21,10 @@ type file struct {
 	// dirty is what writes through the stack left in the backing page
 	// cache and no writeback has been started for.
 	dirty dirtyRange
+	// mapped: the kernel has written the file back without a caller
+	// (pages written through a shared mapping), so reads of it may be a
+	// mapping's page faults and pay its group's write debt (see Read).
+	mapped bool
 }
 
 // dirtyRange is a span of a file holding n bytes written by group g,

@@ -18,6 +18,41 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 		s.finish(r)
 		return s.release(now)
 	}
+	if s.owes(now, h.Ino, g) {
+		io := &IO{Op: opGate, Dir: throttle.Write, Ino: h.Ino, File: h.File, Class: throttle.Demand,
+			group: g, queuedAt: now, write: r}
+		io.req = throttle.Request{Group: g, Dir: throttle.Write, Class: throttle.Demand, Value: io}
+		r.gate = io
+		s.queue.Push(now, &io.req)
+		s.await(now, r)
+		return s.release(now)
+	}
+	s.startRead(now, r)
+	return s.release(now)
+}
+
+// owes reports whether a read of ino by g waits for g's write debt first:
+// the file was written back without a caller (through a shared mapping),
+// so the read may be the mapping's page fault, and g's writes are behind
+// their schedule. The kernel writes mapped pages back on its own, and
+// sluice writes them at once, charging the group (WriteBack); the writer
+// is paced where it next needs sluice, when it faults the pages in again
+// (the front end drops them from the kernel's cache while the group is in
+// debt). Without this a writer through a mapping would never wait.
+func (s *Stack) owes(now int64, ino uint64, g *throttle.Group) bool {
+	f := s.files[ino]
+	return f != nil && f.mapped && s.InDebt(now, g)
+}
+
+// InDebt reports whether g's writes are behind their schedule at now:
+// reads of files it wrote through a mapping wait (see Read).
+func (s *Stack) InDebt(now int64, g *throttle.Group) bool {
+	return g.Limited() && s.tree.Eligible(now, g, throttle.Write) > now
+}
+
+// startRead looks r up in the cache and queues the device reads it needs.
+func (s *Stack) startRead(now int64, r *Request) {
+	h, g, off, n := r.handle, r.group, r.off, r.len
 	f := s.file(h.Ino)
 	first, last := off/PageSize, (off+n-1)/PageSize
 	r.pages = make([]*page, 0, last-first+1)
@@ -67,10 +102,9 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 	h.ra.Accessed(off + n)
 	if r.pending == 0 {
 		s.finish(r)
-	} else {
-		s.await(now, r)
+	} else if r.deadline == 0 {
+		s.await(now, r) // (a read that waited at the gate keeps its deadline)
 	}
-	return s.release(now)
 }
 
 // used records a read of page p: the first use of a page read ahead
@@ -318,7 +352,7 @@ func (r *Request) CopyTo(dst []byte) int {
 // reader racing through cached pages) uses it instead of one Read each.
 func (s *Stack) ReadCached(now int64, h *Handle, g *throttle.Group, off, n int64, count int) (int, Actions) {
 	f := s.files[h.Ino]
-	if f == nil || n <= 0 {
+	if f == nil || n <= 0 || s.owes(now, h.Ino, g) {
 		return 0, s.release(now)
 	}
 	served := 0

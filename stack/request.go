@@ -78,6 +78,16 @@ func (s *Stack) cut(now int64, r *Request) {
 		s.cutWrite(now, r)
 		return
 	}
+	if r.gate != nil {
+		// Waited for the write debt up to the cap: the read goes on, and
+		// is answered as if it had been waiting for its pages.
+		s.queue.Remove(&r.gate.req)
+		r.gate = nil
+		s.startRead(now, r)
+		if r.done {
+			return
+		}
+	}
 	if r.handle.Whole {
 		for _, p := range r.pages {
 			if p.pending && !p.io.started {
@@ -190,6 +200,10 @@ func (s *Stack) Cancel(now int64, r *Request) Actions {
 			s.finish(r)
 		}
 		return s.release(now)
+	}
+	if r.gate != nil {
+		s.queue.Remove(&r.gate.req)
+		r.gate = nil
 	}
 	for _, p := range r.pages {
 		if !p.pending {

@@ -78,6 +78,10 @@ const (
 	// as dirty pages that a sync by anyone would wait for. It is not
 	// charged; the driver reports it with Wrote like a flush.
 	OpWriteback
+
+	// opGate is the stack's own: a read of a mapped file waiting for its
+	// group's write debt (see Read). It is never an action.
+	opGate Op = 255
 )
 
 // IO is one device request of at most MaxIO bytes.
@@ -95,7 +99,7 @@ type IO struct {
 	started  bool
 	gen      uint64   // reads: the file's generation when issued
 	pages    []*page  // reads: the pages this I/O fills, in order
-	write    *Request // writes and flushes: the application request it serves
+	write    *Request // writes, flushes and gates: the application request it serves
 	wrote    int64    // writes: bytes written, once complete
 	err      error    // writes: the device's error, once complete
 	complete bool     // writes: reported by Wrote
@@ -118,6 +122,7 @@ type Request struct {
 	handle   *Handle
 	off, len int64
 	pages    []*page // reads: pages from off on, in order
+	gate     *IO     // reads: queued until the group's write debt is paid
 	ios      []*IO   // writes: the pieces; sync: the flush
 	pending  int
 	done     bool
@@ -149,6 +154,7 @@ type Stack struct {
 	dirty   []*file // files with a dirty span, oldest span first
 	scratch []*throttle.Request
 	acts    Actions
+	opened  bool // a gate opened during release: admit again
 }
 
 // New returns a stack with opts, which must pass Options.Validate.
@@ -198,11 +204,17 @@ func (s *Stack) Tick(now int64) Actions { return s.release(now) }
 func (s *Stack) release(now int64) Actions {
 	s.expire(now)
 	var next int64
-	s.scratch, next = s.queue.Release(now, s.scratch[:0])
-	for _, q := range s.scratch {
-		s.admitted(now, q.Value.(*IO))
+	for {
+		s.scratch, next = s.queue.Release(now, s.scratch[:0])
+		for _, q := range s.scratch {
+			s.admitted(now, q.Value.(*IO))
+		}
+		clear(s.scratch)
+		if !s.opened {
+			break
+		}
+		s.opened = false // the reads it started queued I/O of their own
 	}
-	clear(s.scratch)
 	if r := s.waiting.head; r != nil && (next < 0 || r.deadline < next) {
 		next = r.deadline
 	}
@@ -224,6 +236,14 @@ func (s *Stack) release(now int64) Actions {
 func (s *Stack) admitted(now int64, io *IO) {
 	io.started = true
 	wait := now - io.queuedAt
+	if io.Op == opGate {
+		s.each(io.group, func(c *Counters) { c.ThrottledNs += wait })
+		r := io.write
+		r.gate = nil
+		s.startRead(now, r)
+		s.opened = true
+		return
+	}
 	s.each(io.group, func(c *Counters) {
 		c.ThrottledNs += wait
 		if io.Dir == throttle.Read {

@@ -38,6 +38,7 @@ func (s *Stack) Write(now int64, h *Handle, g *throttle.Group, off, n int64, r *
 func (s *Stack) WriteBack(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
 	*r = Request{Value: r.Value, dir: throttle.Write, group: g, handle: h, off: off, len: n, writeback: true}
 	s.each(g, func(c *Counters) { c.AppWrites++ })
+	s.file(h.Ino).mapped = true
 	for _, pc := range block.Split(off, n, s.opts.MaxIO) {
 		io := s.writePiece(r, pc.Off, pc.Len, now)
 		if g.Limited() {

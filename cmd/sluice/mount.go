@@ -62,6 +62,7 @@ type mountOpts struct {
 	maxWait string
 	allow   bool
 	maxOpen int
+	mapDirt string
 	pass    bool
 	debug   bool
 }
@@ -71,6 +72,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	o := &mountOpts{
 		maxIO: sizeFlag(d.MaxIO), ra: sizeFlag(d.Readahead), budget: onOff(d.ReadaheadBudget),
 		cache: sizeFlag(d.CacheBytes), burst: d.Burst, maxWait: "auto",
+		mapDirt: group.FormatSize(fsys.DefaultMapDirty),
 	}
 	fs := flag.NewFlagSet("mount", flag.ContinueOnError)
 	fs.Var(&o.limits, "limit", "limits of one group: 'GROUP KEY=VALUE...' (repeatable)")
@@ -83,6 +85,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request; then it is answered with what is ready (a short read or write), at least one page forced into debt that later requests pay; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
 	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
 	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
+	fs.StringVar(&o.mapDirt, "map-dirty", o.mapDirt, "dirty pages the kernel may keep of files written through shared mappings; a limited group's mmap writer runs ahead of its limit by about this much before it is paced (kernel: the kernel's own bound, 1% of its dirty limit)")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fs.Usage = func() {
@@ -137,6 +140,13 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return usagef("--max-open %d: want at least 16", o.maxOpen)
 	}
 	opts.MaxOpen = o.maxOpen
+	if o.mapDirt == "kernel" {
+		opts.MapDirty = -1
+	} else if n, err := group.ParseSize(o.mapDirt); err != nil || n < 4096 {
+		return usagef("--map-dirty %s: want a size of at least 4KiB, or kernel", o.mapDirt)
+	} else {
+		opts.MapDirty = n
+	}
 	if len(opts.Rules) > 0 && !opts.AllowOther {
 		// Without allow_other the kernel keeps every user but the mounting
 		// one out, and rules about other callers could never match.
