@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -185,19 +184,27 @@ func makeHole(t *testing.T, uid int, path string) string {
 	return path
 }
 
+// numArg splits a helper process's argument N:PATH.
+func numArg(arg string) (n int, path string, ok bool) {
+	s, path, _ := strings.Cut(arg, ":")
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		fmt.Println("bad argument:", arg)
+		return 0, "", false
+	}
+	return n, path, true
+}
+
 // mmapErrors (helper process "mmaperr", argument UID:PATH) writes PATH, a
 // file of 1 MiB, through shared mappings as UID and prints what each call
 // returned: msync, msync again, fsync of two descriptors opened before
 // the write (one read-only), the first of them again, and close of a
 // descriptor whose mapping was written and unmapped without msync.
 func mmapErrors(arg string) int {
-	u, path, _ := strings.Cut(arg, ":")
-	uid, err := strconv.Atoi(u)
-	if err != nil {
-		fmt.Println("bad argument:", arg)
+	uid, path, ok := numArg(arg)
+	if !ok {
 		return 2
 	}
-	runtime.LockOSThread()
 	if err := syscall.Setgid(uid); err != nil {
 		fmt.Println("setgid:", err)
 		return 2

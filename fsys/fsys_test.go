@@ -37,8 +37,6 @@ func TestMain(m *testing.M) {
 			os.Exit(sigRead(os.Args[2]))
 		case "mmapwrite":
 			os.Exit(mmapWrite(os.Args[2]))
-		case "mmappace":
-			os.Exit(mmapPace(os.Args[2]))
 		case "mmaperr":
 			os.Exit(mmapErrors(os.Args[2]))
 		case "exec":

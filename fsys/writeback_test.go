@@ -38,11 +38,11 @@ func TestMmapWritebackNotQueued(t *testing.T) {
 	// In a process of its own: a page fault on the mount blocks its thread
 	// in the kernel, where the Go runtime cannot stop it for a collection,
 	// and a collection would then stop the server that the fault waits on.
-	out, err := helper("mmapwrite", filepath.Join(mnt, "m")).CombinedOutput()
+	out, err := helper("mmapwrite", "1:"+filepath.Join(mnt, "m")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("mmap writer: %v: %s", err, out)
 	}
-	took, _ := time.ParseDuration(strings.TrimSpace(string(out)))
+	_, took := mmapTimes(t, string(out))
 	got, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -116,9 +116,15 @@ func mmapPattern(n int) []byte {
 	return b
 }
 
-// mmapWrite, as uid 1001, writes mmapPattern over the whole file at path
-// through a shared mapping, msyncs it and prints how long msync took.
-func mmapWrite(path string) int {
+// mmapWrite (helper process "mmapwrite", argument PASSES:PATH) writes
+// mmapPattern over the whole file at PATH through a shared mapping PASSES
+// times, 1 MiB at a time, as uid 1001, msyncs it and prints how long it
+// all took and how long msync took.
+func mmapWrite(arg string) int {
+	passes, path, ok := numArg(arg)
+	if !ok {
+		return 2
+	}
 	runtime.LockOSThread()
 	unix.Setfsuid(1001)
 	unix.Setfsgid(1001)
@@ -139,13 +145,19 @@ func mmapWrite(path string) int {
 		return 1
 	}
 	defer unix.Munmap(m)
-	copy(m, mmapPattern(len(m)))
+	want := mmapPattern(len(m))
 	start := time.Now()
+	for range passes {
+		for off := 0; off < len(m); off += 1 << 20 {
+			copy(m[off:min(off+1<<20, len(m))], want[off:])
+		}
+	}
+	synced := time.Now()
 	if err := unix.Msync(m, unix.MS_SYNC); err != nil {
 		fmt.Println("msync:", err)
 		return 1
 	}
-	fmt.Println(time.Since(start))
+	fmt.Println(time.Since(start), time.Since(synced))
 	return 0
 }
 
@@ -332,7 +344,7 @@ func TestMmapWriterPaced(t *testing.T) {
 	}
 	os.Truncate(path, size)
 	os.Chown(path, 1001, 1001)
-	cmd := helper("mmappace", fmt.Sprintf("%d:%s", passes, filepath.Join(mnt, "m")))
+	cmd := helper("mmapwrite", fmt.Sprintf("%d:%s", passes, filepath.Join(mnt, "m")))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -345,10 +357,7 @@ func TestMmapWriterPaced(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("mmap writer: %v: %s", err, out.String())
 	}
-	took, err := time.ParseDuration(strings.TrimSpace(out.String()))
-	if err != nil {
-		t.Fatalf("mmap writer: %q", out.String())
-	}
+	took, _ := mmapTimes(t, out.String())
 	achieved := float64(passes*size) / took.Seconds() / rate
 	m := groupMetrics(t, f, "t")
 	t.Logf("%d MiB through a mapping at wbps=16MiB: %v, achieved/limit %.3f; a sync during it took %v; "+
@@ -366,47 +375,18 @@ func TestMmapWriterPaced(t *testing.T) {
 	}
 }
 
-// mmapPace (helper process "mmappace", argument PASSES:PATH) writes the
-// whole of PATH through a shared mapping PASSES times, 1 MiB at a time, as
-// uid 1001, then msyncs, and prints how long it took.
-func mmapPace(arg string) int {
-	p, path, _ := strings.Cut(arg, ":")
-	passes, err := strconv.Atoi(p)
-	if err != nil {
-		fmt.Println("bad argument:", arg)
-		return 2
-	}
-	runtime.LockOSThread()
-	unix.Setfsuid(1001)
-	unix.Setfsgid(1001)
-	fh, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	m, err := unix.Mmap(int(fh.Fd()), 0, int(st.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		fmt.Println("mmap:", err)
-		return 1
-	}
-	defer unix.Munmap(m)
-	want := mmapPattern(len(m))
-	start := time.Now()
-	for range passes {
-		for off := 0; off < len(m); off += 1 << 20 {
-			copy(m[off:min(off+1<<20, len(m))], want[off:])
+// mmapTimes parses what mmapWrite printed: how long it all took, and msync.
+func mmapTimes(t *testing.T, out string) (all, msync time.Duration) {
+	t.Helper()
+	f := strings.Fields(out)
+	if len(f) == 2 {
+		var err1, err2 error
+		all, err1 = time.ParseDuration(f[0])
+		msync, err2 = time.ParseDuration(f[1])
+		if err1 == nil && err2 == nil {
+			return all, msync
 		}
 	}
-	if err := unix.Msync(m, unix.MS_SYNC); err != nil {
-		fmt.Println("msync:", err)
-		return 1
-	}
-	fmt.Println(time.Since(start))
-	return 0
+	t.Fatalf("mmap writer printed %q", out)
+	return 0, 0
 }
