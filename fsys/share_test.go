@@ -2,6 +2,7 @@ package fsys
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,81 +11,104 @@ import (
 	"time"
 
 	"sluice/group"
-	"sluice/stack"
 )
 
 // TestSiblingShareOnMount: two tenants under one saturated parent, one
-// reading 1 MiB blocks and one 4 KiB blocks, each as its own uid through a
-// real mount, split the parent by bytes: each gets half within 10 %, and
-// together no more than the parent's limit.
+// reading (or writing) 1 MiB blocks and one 4 KiB blocks, each as its own
+// uid through a real mount, split the parent by bytes: each gets half
+// within 10 %, and together no more than the parent's limit.
 func TestSiblingShareOnMount(t *testing.T) {
 	if testing.Short() {
-		t.Skip("measures rates for 6 s")
+		t.Skip("measures rates for 6 s, reading and writing")
 	}
 	const (
 		rate = 8 << 20
 		run  = 6 * time.Second
 		size = 64 << 20
 	)
-	rules := []group.Rule{{Group: "t/a", UID: new(uint32(1001))}, {Group: "t/b", UID: new(uint32(1002))}}
-	src, mnt, f := mount(t, Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "t rbps=8MiB")}})
-	writeRandom(t, filepath.Join(src, "a"), size, 1)
-	writeRandom(t, filepath.Join(src, "b"), size, 2)
-	for _, n := range []string{"a", "b"} {
-		os.Chmod(filepath.Join(src, n), 0o644)
-	}
-	var wg sync.WaitGroup
-	got := map[string]int64{}
-	var mu sync.Mutex
-	start := time.Now()
-	for _, r := range []struct {
-		name string
-		uid  int
-		bs   int
-	}{{"a", 1001, 1 << 20}, {"b", 1002, 4 << 10}} {
-		wg.Go(func() {
-			runAs(r.uid, func() {
-				fh, err := os.Open(filepath.Join(mnt, r.name))
-				if err != nil {
-					t.Error(err)
-					return
+	for _, dir := range []string{"read", "write"} {
+		t.Run(dir, func(t *testing.T) {
+			rules := []group.Rule{{Group: "t/a", UID: new(uint32(1001))}, {Group: "t/b", UID: new(uint32(1002))}}
+			key := map[string]string{"read": "rbps", "write": "wbps"}[dir]
+			src, mnt, f := mount(t, Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "t "+key+"=8MiB")}})
+			os.Chmod(src, 0o777)
+			if dir == "read" {
+				writeRandom(t, filepath.Join(src, "a"), size, 1)
+				writeRandom(t, filepath.Join(src, "b"), size, 2)
+				for _, n := range []string{"a", "b"} {
+					os.Chmod(filepath.Join(src, n), 0o644)
 				}
-				defer fh.Close()
-				buf := make([]byte, r.bs)
-				var n int64
-				for time.Since(start) < run {
-					m, err := fh.Read(buf)
-					n += int64(m)
-					if err == io.EOF {
-						t.Errorf("%s: read the whole file within the run; make it larger", r.name)
-						break
-					}
-					if err != nil {
-						t.Error(err)
-						break
-					}
+			}
+			var wg sync.WaitGroup
+			got := map[string]int64{}
+			var mu sync.Mutex
+			start := time.Now()
+			for _, r := range []struct {
+				name string
+				uid  int
+				bs   int
+			}{{"a", 1001, 1 << 20}, {"b", 1002, 4 << 10}} {
+				wg.Go(func() {
+					runAs(r.uid, func() {
+						n, err := shareRun(filepath.Join(mnt, r.name), dir == "write", r.bs, start.Add(run))
+						if err != nil {
+							t.Errorf("%s: %v", r.name, err)
+						}
+						mu.Lock()
+						got[r.name] = n
+						mu.Unlock()
+					})
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start).Seconds()
+			a, b := float64(got["a"])/elapsed, float64(got["b"])/elapsed
+			ma, mb := groupMetrics(t, f, "t/a"), groupMetrics(t, f, "t/b")
+			t.Logf("%s: t/a (1 MiB blocks) %.2f MiB/s, t/b (4 KiB blocks) %.2f MiB/s; device bytes %d / %d",
+				dir, a/(1<<20), b/(1<<20), ma.RBytes+ma.WBytes, mb.RBytes+mb.WBytes)
+			if (a+b)/rate > 1.05 {
+				t.Errorf("together %.3f of the parent's limit", (a+b)/rate)
+			}
+			half := (a + b) / 2
+			for name, v := range map[string]float64{"t/a": a, "t/b": b} {
+				if v < 0.9*half || v > 1.1*half {
+					t.Errorf("%s got %.3f of an even split (%.2f against %.2f MiB/s)", name, v/half, a/(1<<20), b/(1<<20))
 				}
-				mu.Lock()
-				got[r.name] = n
-				mu.Unlock()
-			})
+			}
 		})
 	}
-	wg.Wait()
-	elapsed := time.Since(start).Seconds()
-	a, b := float64(got["a"])/elapsed, float64(got["b"])/elapsed
-	var ma, mb stack.GroupMetrics = groupMetrics(t, f, "t/a"), groupMetrics(t, f, "t/b")
-	t.Logf("t/a (1 MiB reads) %.2f MiB/s, t/b (4 KiB reads) %.2f MiB/s; device bytes %d / %d",
-		a/(1<<20), b/(1<<20), ma.RBytes, mb.RBytes)
-	if (a+b)/rate > 1.05 {
-		t.Errorf("together %.3f of the parent's limit", (a+b)/rate)
+}
+
+// shareRun reads path (or writes it, created) in bs blocks until the
+// deadline and returns the bytes moved.
+func shareRun(path string, write bool, bs int, deadline time.Time) (int64, error) {
+	flags := os.O_RDONLY
+	if write {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	}
-	half := (a + b) / 2
-	for name, v := range map[string]float64{"t/a": a, "t/b": b} {
-		if v < 0.9*half || v > 1.1*half {
-			t.Errorf("%s got %.3f of an even split (%.2f against %.2f MiB/s)", name, v/half, a/(1<<20), b/(1<<20))
+	fh, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer fh.Close()
+	buf := make([]byte, bs)
+	var n int64
+	for time.Now().Before(deadline) {
+		var m int
+		if write {
+			m, err = fh.Write(buf)
+		} else {
+			m, err = fh.Read(buf)
+		}
+		n += int64(m)
+		if err == io.EOF {
+			return n, errors.New("read the whole file within the run; make it larger")
+		}
+		if err != nil {
+			return n, err
 		}
 	}
+	return n, nil
 }
 
 // TestIOPSLimitKeepsReadaheadOnMount: an IOPS limit does not turn

@@ -106,6 +106,12 @@ type qnode struct {
 	own     tag
 	ownLen  int
 	fifo    [2][2]fifo // [Dir][Class]
+	// As a child: when the dispatch of its last queued request emptied it,
+	// and that request's direction (see anticipate). As a parent: its
+	// children that emptied so, in that order.
+	emptied    int64
+	emptiedDir Dir
+	idle       []*qnode
 }
 
 // key returns the start tag a child with tag c competes with under parent
@@ -147,7 +153,21 @@ type Queue struct {
 	n     int
 	seq   uint64
 	stamp uint64
+	wait  int64 // the earliest end of an anticipation that held Release back
 }
+
+// Anticipation. A group that sends one small request at a time (a writer
+// of 4 KiB blocks, waiting for each) is empty for a moment after each
+// admission, while its next request makes its round trip; a sibling with
+// big requests queued would take the saturated parent in that moment,
+// again and again, and the small group would get far less than its share
+// of bytes. So when the dispatch of a group's last request empties it, its
+// saturated parent holds back, for up to anticipation, a request of a
+// sibling that the group would precede by fair queueing: the group is
+// served when its next request comes, as if it had stayed queued. Idling
+// costs the parent no bandwidth: its idle credit (up to Burst) covers the
+// wait, which is therefore never longer than Burst.
+const anticipation = int64(1e6) // 1ms
 
 // NewQueue returns an empty Queue over t.
 func NewQueue(t *Tree) *Queue {
@@ -197,6 +217,9 @@ func (q *Queue) Push(now int64, r *Request) {
 		if x.backlog == 0 {
 			x.start, x.stamp = max(x.up.vclock, x.finish), q.nextStamp()
 			x.up.active = append(x.up.active, x)
+			if i := slices.Index(x.up.idle, x); i >= 0 {
+				x.up.idle = slices.Delete(x.up.idle, i, i+1)
+			}
 		}
 		x.backlog++
 	}
@@ -266,6 +289,7 @@ const retryAfter = int64(1e6)
 // call at any time is safe; an early one releases nothing new.
 func (q *Queue) Release(now int64, out []*Request) ([]*Request, int64) {
 	for {
+		q.wait = math.MaxInt64
 		r := q.pick(now, q.root, [2]bool{true, true})
 		if r == nil {
 			break
@@ -277,6 +301,11 @@ func (q *Queue) Release(now int64, out []*Request) ([]*Request, int64) {
 		return out, -1
 	}
 	next := q.next(q.root, [2]int64{math.MinInt64, math.MinInt64})
+	if next <= now {
+		next = q.wait // due, but held back by an anticipation
+	} else {
+		next = min(next, q.wait)
+	}
 	if next <= now {
 		// pick admits everything whose gates are open, so this does not
 		// happen; if it ever did, the caller tries again a little later
@@ -304,16 +333,54 @@ func (q *Queue) pick(now int64, n *qnode, ok [2]bool) *Request {
 		if !ownDone && (ownKey < k || ownKey == k && n.own.stamp < c.stamp) {
 			ownDone = true
 			if r := n.head(ok); r != nil {
-				return r
+				return q.anticipate(now, n, ownKey, r)
 			}
 		}
 		if r := q.pick(now, c, ok); r != nil {
-			return r
+			return q.anticipate(now, n, k, r)
 		}
 	}
 	if !ownDone {
-		return n.head(ok)
+		if r := n.head(ok); r != nil {
+			return q.anticipate(now, n, ownKey, r)
+		}
 	}
+	return nil
+}
+
+// anticipate returns r, which n would release next with key k, unless a
+// child of n that emptied less than the anticipation ago, in r's direction,
+// would go before it by fair queueing: then nil, and the Queue's wait
+// notes when that anticipation ends. Only a level limiting r's bytes, with
+// too little credit for r, anticipates; the idle credit it banks meanwhile
+// covers the wait (see anticipation).
+func (q *Queue) anticipate(now int64, n *qnode, k int64, r *Request) *Request {
+	if len(n.idle) == 0 {
+		return r
+	}
+	window := min(anticipation, q.t.burst)
+	live := n.idle[:0]
+	for _, c := range n.idle {
+		if c.emptied+window > now {
+			live = append(live, c)
+		}
+	}
+	clear(n.idle[len(live):])
+	n.idle = live
+	m := &n.g.m[r.Dir][dimBytes]
+	if m.rate == 0 || m.credit(now, q.t.burst) >= r.Bytes {
+		return r
+	}
+	end := int64(-1)
+	for _, c := range n.idle {
+		if c.emptiedDir == r.Dir && n.key(&c.tag) < k && c.g.open(now, r.Dir) {
+			end = max(end, c.emptied+window)
+		}
+	}
+	if end < 0 {
+		return r
+	}
+	q.wait = min(q.wait, end)
 	return nil
 }
 
@@ -353,6 +420,12 @@ func (q *Queue) dispatch(now int64, r *Request) {
 	serve(n, &n.own, n.ownLen > 0)
 	for x := n; x != q.root; x = x.up {
 		serve(x.up, &x.tag, x.backlog > 0)
+		if x.backlog == 0 && x.up.g.m[r.Dir][dimBytes].rate != 0 {
+			x.emptied, x.emptiedDir = now, r.Dir
+			if !slices.Contains(x.up.idle, x) {
+				x.up.idle = append(x.up.idle, x)
+			}
+		}
 	}
 }
 

@@ -129,7 +129,8 @@ func TestQueueMisuse(t *testing.T) {
 // TestNeverHangs applies random pushes, removals, promotions, limit
 // changes and refunds to a random tree and checks after every step that
 // the queue reports a future wake-up while it holds requests, that waking
-// then always releases something, that per group and class the arrival
+// then releases something (or ends one of nested anticipations), that per
+// group and class the arrival
 // order holds, and that everything drains once the limits are lifted.
 func TestNeverHangs(t *testing.T) {
 	paths := []string{"a", "a/x", "a/y", "a/y/z", "b", "b/c"}
@@ -154,12 +155,21 @@ func TestNeverHangs(t *testing.T) {
 		}
 		var out []*Request
 		var release func(wake bool)
+		empty := 0 // wake-ups in a row that released nothing
 		release = func(wake bool) {
 			t.Helper()
 			var next int64
 			out, next = q.Release(now, out[:0])
 			if wake && len(out) == 0 {
-				t.Fatalf("seed %d t=%d: woken at the returned time, nothing released", seed, now)
+				// Only the end of one anticipation while another, nested
+				// in the same subtree, still runs: the next wake-up is an
+				// anticipation's end too, and this happens at most once
+				// per level.
+				if empty++; empty > 4 || next > now+anticipation {
+					t.Fatalf("seed %d t=%d: woken at the returned time, nothing released (next %d)", seed, now, next)
+				}
+			} else {
+				empty = 0
 			}
 			for _, r := range out {
 				id := r.Value.(int)
