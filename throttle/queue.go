@@ -112,13 +112,15 @@ type qnode struct {
 	emptied    int64
 	emptiedDir Dir
 	idle       []*qnode
+	largest    int64 // as a parent: the largest request it has served
 }
 
 // key returns the start tag a child with tag c competes with under parent
-// n. A child skipped while it was blocked by its own limits does not carry
-// the lag into later competition: its tag is raised to the parent's
-// virtual clock.
-func (n *qnode) key(c *tag) int64 { return max(c.start, n.vclock) }
+// n. A child skipped while it was blocked by its own limits, or away
+// between its requests, carries at most one request's worth of lag (the
+// largest n has served) into later competition: its tag is raised to
+// within that of the parent's virtual clock.
+func (n *qnode) key(c *tag) int64 { return max(c.start, n.vclock-n.largest) }
 
 // Queue holds requests waiting for admission and releases them in an order
 // that is exact in rate, fair by bytes among siblings, and demand-first
@@ -162,12 +164,13 @@ type Queue struct {
 // big requests queued would take the saturated parent in that moment,
 // again and again, and the small group would get far less than its share
 // of bytes. So when the dispatch of a group's last request empties it, its
-// saturated parent holds back, for up to anticipation, a request of a
-// sibling that the group would precede by fair queueing: the group is
-// served when its next request comes, as if it had stayed queued. Idling
-// costs the parent no bandwidth: its idle credit (up to Burst) covers the
-// wait, which is therefore never longer than Burst.
-const anticipation = int64(1e6) // 1ms
+// saturated parent holds back a request of a sibling that the group would
+// precede by fair queueing, until the group's next request comes or the
+// parent's idle credit is full (at most Burst): the group is served as if
+// it had stayed queued, and waiting costs the parent none of its rate, as
+// the credit it banks meanwhile pays for the wait. A group that comes back
+// within Burst also keeps up to one request's worth of lag (see key), what
+// a sibling may have taken while it was away.
 
 // NewQueue returns an empty Queue over t.
 func NewQueue(t *Tree) *Queue {
@@ -219,6 +222,11 @@ func (q *Queue) Push(now int64, r *Request) {
 			x.up.active = append(x.up.active, x)
 			if i := slices.Index(x.up.idle, x); i >= 0 {
 				x.up.idle = slices.Delete(x.up.idle, i, i+1)
+			}
+			if x.emptied != 0 && now-x.emptied <= q.t.burst {
+				// Back after a round trip, not after being idle: it keeps
+				// up to one request's worth of lag (see anticipation).
+				x.start = x.finish
 			}
 		}
 		x.backlog++
@@ -349,19 +357,19 @@ func (q *Queue) pick(now int64, n *qnode, ok [2]bool) *Request {
 }
 
 // anticipate returns r, which n would release next with key k, unless a
-// child of n that emptied less than the anticipation ago, in r's direction,
-// would go before it by fair queueing: then nil, and the Queue's wait
-// notes when that anticipation ends. Only a level limiting r's bytes, with
-// too little credit for r, anticipates; the idle credit it banks meanwhile
-// covers the wait (see anticipation).
+// child of n that emptied less than Burst ago, in r's direction, would go
+// before it by fair queueing when it comes back: then nil, and the Queue's
+// wait notes when that anticipation ends. Only a level limiting r's bytes, with
+// too little credit for r, anticipates, and never past the moment its idle
+// credit reaches Burst: the credit it banks meanwhile covers the wait, and
+// nothing of its rate is lost (see anticipation).
 func (q *Queue) anticipate(now int64, n *qnode, k int64, r *Request) *Request {
 	if len(n.idle) == 0 {
 		return r
 	}
-	window := min(anticipation, q.t.burst)
 	live := n.idle[:0]
 	for _, c := range n.idle {
-		if c.emptied+window > now {
+		if c.emptied+q.t.burst > now {
 			live = append(live, c)
 		}
 	}
@@ -371,10 +379,16 @@ func (q *Queue) anticipate(now int64, n *qnode, k int64, r *Request) *Request {
 	if m.rate == 0 || m.credit(now, q.t.burst) >= r.Bytes {
 		return r
 	}
+	// Waiting past full credit would waste the parent's rate: a group
+	// slower than its share is not waited for beyond that.
+	full := m.tat + q.t.burst
 	end := int64(-1)
 	for _, c := range n.idle {
-		if c.emptiedDir == r.Dir && n.key(&c.tag) < k && c.g.open(now, r.Dir) {
-			end = max(end, c.emptied+window)
+		// c comes back with its finish tag as its start (see Push).
+		if c.emptiedDir == r.Dir && n.key(&tag{start: c.finish}) < k && c.g.open(now, r.Dir) {
+			if e := min(c.emptied+q.t.burst, full); e > now {
+				end = max(end, e)
+			}
 		}
 	}
 	if end < 0 {
@@ -412,6 +426,7 @@ func (q *Queue) dispatch(now int64, r *Request) {
 	serve := func(parent *qnode, c *tag, backlogged bool) {
 		s := parent.key(c)
 		parent.vclock = s
+		parent.largest = max(parent.largest, r.Bytes)
 		c.finish = satAdd(s, r.Bytes)
 		if backlogged {
 			c.start, c.stamp = c.finish, q.nextStamp()

@@ -165,7 +165,7 @@ func TestNeverHangs(t *testing.T) {
 				// in the same subtree, still runs: the next wake-up is an
 				// anticipation's end too, and this happens at most once
 				// per level.
-				if empty++; empty > 4 || next > now+anticipation {
+				if empty++; empty > 4 || next > now+int64(DefaultBurst) {
 					t.Fatalf("seed %d t=%d: woken at the returned time, nothing released (next %d)", seed, now, next)
 				}
 			} else {

@@ -226,7 +226,7 @@ func (x *trace) run(t *testing.T, td *datadriven.TestData, until int64, keep map
 			echoes, pushed = echoes[1:], true
 		}
 		x.out, next = x.q.Release(x.now, x.out[:0])
-		if woke && !pushed && len(x.out) == 0 && (next < 0 || next > x.now+anticipation) {
+		if woke && !pushed && len(x.out) == 0 && (next < 0 || next > x.now+x.tree.burst) {
 			// (A wake-up may find the parent waiting for a sibling that
 			// is between requests; then the next one is that wait's end.)
 			td.Fatalf(t, "t=%s: woken at the returned time but nothing released", tt.Time(x.now))
