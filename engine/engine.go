@@ -106,6 +106,24 @@ func (e *Engine) Group(path string) *throttle.Group {
 	return e.st.Group(path)
 }
 
+// ReadLimits returns the tightest read limits on g's path: bytes and
+// I/Os per second, 0 where no level limits them.
+func (e *Engine) ReadLimits(g *throttle.Group) (bps, iops int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	tight := func(cur, v int64) int64 {
+		if v == 0 || cur != 0 && cur <= v {
+			return cur
+		}
+		return v
+	}
+	for x := g; x != nil; x = x.Parent() {
+		l := x.Limits()
+		bps, iops = tight(bps, l.RBPS), tight(iops, l.RIOPS)
+	}
+	return bps, iops
+}
+
 // SetLimits changes a group's limits now; queued requests are re-timed.
 func (e *Engine) SetLimits(path string, l throttle.Limits) {
 	e.mu.Lock()

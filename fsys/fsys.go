@@ -60,9 +60,38 @@ type Options struct {
 	// at most. 0 is the default, 4 MiB; -1 leaves the kernel's own bound
 	// (1 % of its dirty limit, tens of MiB).
 	MapDirty int64
+	// CacheMode says how files opened by a limited group are served (see
+	// CacheMode). The default is CacheAuto.
+	CacheMode CacheMode
 	// Debug logs every FUSE request. The default is false.
 	Debug bool
 }
+
+// CacheMode is how files opened by a group with a limit are served.
+type CacheMode int
+
+const (
+	// CacheAuto serves a group through the kernel's page cache when its
+	// read limits are at least KernelCacheBPS (and KernelCacheIOPS), or
+	// absent, and with direct I/O below.
+	CacheAuto CacheMode = iota
+	// CacheDirect opens every limited group's files with FOPEN_DIRECT_IO:
+	// every read() and write() reaches sluice, and sluice's readahead,
+	// sized to the group's budget, is the only one.
+	CacheDirect
+	// CacheKernel lets the kernel's page cache serve every group: reads
+	// it holds cost no round trip, and sluice charges and paces the reads
+	// the kernel sends (its readahead) and every write.
+	CacheKernel
+)
+
+// Read limits from which CacheAuto serves a group through the kernel's
+// page cache: there a demand read waits behind at most one kernel
+// readahead request (up to 1 MiB), under 20 ms.
+const (
+	KernelCacheBPS  = 64 << 20
+	KernelCacheIOPS = 512
+)
 
 // DefaultMapDirty is Options.MapDirty's default.
 const DefaultMapDirty = 4 << 20

@@ -38,7 +38,7 @@ var (
 var modelDefaultSeeds = []uint64{1, 2, 3}
 
 const (
-	modelUID        = 4101 // in group "slow", which has a limit: direct I/O through the engine
+	modelUID        = 4101 // in group "slow", which has a limit: its reads and writes go through the engine
 	modelOpTimeout  = 30 * time.Second
 	modelLogLen     = 20
 	modelMaxHandles = 8
@@ -81,7 +81,11 @@ func TestModel(t *testing.T) {
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
 	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runModel(t, seed, *modelOps) })
+		// The limited group's files with direct I/O, then through the
+		// kernel's page cache.
+		for _, mode := range []CacheMode{CacheDirect, CacheKernel} {
+			t.Run(fmt.Sprintf("seed=%d/%s", seed, modelModes[mode]), func(t *testing.T) { runModel(t, seed, *modelOps, mode) })
+		}
 	}
 }
 
@@ -171,9 +175,11 @@ type modelState struct {
 	memfd     int            // holds the bytes of an mmap-write; -1 until the first
 }
 
-func runModel(t *testing.T, seed uint64, ops int) {
+var modelModes = map[CacheMode]string{CacheDirect: "direct", CacheKernel: "kernel"}
+
+func runModel(t *testing.T, seed uint64, ops int, mode CacheMode) {
 	rules := []group.Rule{{Group: "slow", UID: new(uint32(modelUID))}}
-	src, mnt, _ := mount(t, Options{AllowOther: true, Rules: rules, MaxOpen: *modelMaxOpen,
+	src, mnt, _ := mount(t, Options{AllowOther: true, Rules: rules, MaxOpen: *modelMaxOpen, CacheMode: mode,
 		Limits: []group.LimitSpec{limit(t, "slow rbps=64MiB wbps=64MiB")}})
 	ref := t.TempDir()
 	os.Chmod(filepath.Dir(ref), 0o755)
@@ -294,8 +300,8 @@ func (m *modelState) fail(msg string) {
 func (m *modelState) report(msg string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d, op %d of %d: %s\n", m.seed, m.op, m.ops, msg)
-	fmt.Fprintf(&b, "replay: go test -race -count=1 -run 'TestModel/seed=%d$' ./fsys/ -model.seed=%d -model.ops=%d -model.max-open=%d -v\n",
-		m.seed, m.seed, min(m.op+1, m.ops), *modelMaxOpen)
+	fmt.Fprintf(&b, "replay: go test -race -count=1 -run 'TestModel/%s$' ./fsys/ -model.seed=%d -model.ops=%d -model.max-open=%d -v\n",
+		strings.TrimPrefix(m.t.Name(), "TestModel/"), m.seed, min(m.op+1, m.ops), *modelMaxOpen)
 	fmt.Fprintf(&b, "last %d ops (mount / reference):\n", len(m.log))
 	for _, l := range m.log {
 		fmt.Fprintf(&b, "  %s\n", l)

@@ -9,6 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"sluice/backing"
+	"sluice/throttle"
 )
 
 // nodeOf returns the front end's state of backing object id, made on first
@@ -110,6 +111,15 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	h.sh.Ino = uint64(id)
 	h.sh.File = n
 	switch {
+	case g.Limited() && f.kernelCache(g):
+		// Served through the kernel's page cache: the reads it sends
+		// still go through the engine, as the group is limited.
+		if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
+			if err := h.ensureReader(); err != nil {
+				file.Close()
+				return err
+			}
+		}
 	case g.Limited():
 		h.direct = true
 		if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
@@ -131,6 +141,19 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	h.sh.Whole = !h.direct
 	out.Fh = f.files.add(h)
 	return nil
+}
+
+// kernelCache reports whether files opened by the limited group g are
+// served through the kernel's page cache (see CacheMode).
+func (f *FS) kernelCache(g *throttle.Group) bool {
+	switch f.opts.CacheMode {
+	case CacheDirect:
+		return false
+	case CacheKernel:
+		return true
+	}
+	bps, iops := f.eng.ReadLimits(g)
+	return (bps == 0 || bps >= KernelCacheBPS) && (iops == 0 || iops >= KernelCacheIOPS)
 }
 
 // registerPassthrough registers the node's backing file with the kernel

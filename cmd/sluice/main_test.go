@@ -51,6 +51,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"mount", "--readahead-budget", "maybe", dir, dir}, []string{"-readahead-budget", `"maybe"`, "on or off"}},
 		{[]string{"mount", "--max-wait", "soon", dir, dir}, []string{"--max-wait", `"soon"`, "auto"}},
 		{[]string{"mount", "--max-open", "3", dir, dir}, []string{"--max-open 3", "at least 16"}},
+		{[]string{"mount", "--cache-mode", "fast", dir, dir}, []string{"--cache-mode fast: want auto, direct or kernel"}},
 		{[]string{"mount", "--map-dirty", "1k", dir, dir}, []string{"--map-dirty 1k: want a size of at least 4KiB, or kernel"}},
 		{[]string{"mount", "--map-dirty", "much", dir, dir}, []string{"--map-dirty much: want a size"}},
 		{[]string{"mount", "--max-io", "3KiB", dir, dir}, []string{"--max-io 3KiB: want a multiple of 4KiB from 4KiB to 1GiB"}},

@@ -24,8 +24,10 @@ import (
 const mountHelp = `Usage: sluice mount [flags] SOURCE MOUNTPOINT
 
 Serves the directory SOURCE on MOUNTPOINT in the foreground. Every read and
-write by a caller whose group has a limit goes through sluice's page cache,
-readahead and per-group throttle; callers without a limit pay little.
+write by a caller whose group has a limit goes through sluice's per-group
+throttle (reads below 64 MiB/s through its own page cache and readahead,
+above through the kernel's: see --cache-mode); callers without a limit pay
+little.
 Stop it with Ctrl-C or SIGTERM: it unmounts cleanly.
 
 Limits use the cgroup v2 io.max vocabulary, one --limit per group:
@@ -63,6 +65,7 @@ type mountOpts struct {
 	allow   bool
 	maxOpen int
 	mapDirt string
+	cacheMd string
 	pass    bool
 	debug   bool
 }
@@ -72,7 +75,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	o := &mountOpts{
 		maxIO: sizeFlag(d.MaxIO), ra: sizeFlag(d.Readahead), budget: onOff(d.ReadaheadBudget),
 		cache: sizeFlag(d.CacheBytes), burst: d.Burst, maxWait: "auto",
-		mapDirt: group.FormatSize(fsys.DefaultMapDirty),
+		mapDirt: group.FormatSize(fsys.DefaultMapDirty), cacheMd: "auto",
 	}
 	fs := flag.NewFlagSet("mount", flag.ContinueOnError)
 	fs.Var(&o.limits, "limit", "limits of one group: 'GROUP KEY=VALUE...' (repeatable)")
@@ -85,6 +88,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request; then it is answered with what is ready (a short read or write), at least one page forced into debt that later requests pay; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
 	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
 	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
+	fs.StringVar(&o.cacheMd, "cache-mode", o.cacheMd, fmt.Sprintf("how limited groups' files are served: direct (every read() and write() reaches sluice; its readahead sized to the group's budget), kernel (the kernel's page cache serves what it holds; sluice paces the reads it sends), auto (kernel for groups whose read limits are at least %s and %d IOPS, direct below)", group.FormatSize(fsys.KernelCacheBPS), fsys.KernelCacheIOPS))
 	fs.StringVar(&o.mapDirt, "map-dirty", o.mapDirt, "dirty pages the kernel may keep of files written through shared mappings; a limited group's mmap writer runs ahead of its limit by about this much before it is paced (kernel: the kernel's own bound, 1% of its dirty limit)")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
@@ -140,6 +144,16 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return usagef("--max-open %d: want at least 16", o.maxOpen)
 	}
 	opts.MaxOpen = o.maxOpen
+	switch o.cacheMd {
+	case "auto":
+		opts.CacheMode = fsys.CacheAuto
+	case "direct":
+		opts.CacheMode = fsys.CacheDirect
+	case "kernel":
+		opts.CacheMode = fsys.CacheKernel
+	default:
+		return usagef("--cache-mode %s: want auto, direct or kernel", o.cacheMd)
+	}
 	if o.mapDirt == "kernel" {
 		opts.MapDirty = -1
 	} else if n, err := group.ParseSize(o.mapDirt); err != nil || n < 4096 {
