@@ -217,6 +217,22 @@ func (e *Engine) Read(ctx context.Context, h *stack.Handle, g *throttle.Group, d
 	return r.CopyTo(dst), nil
 }
 
+// Pay waits until group g may read n bytes at off, which the caller then
+// reads itself (stack.Stack.Pay): the throttle charges and paces it, and
+// neither sluice's cache nor its device reads are involved. A cancelled
+// ctx withdraws what is not yet admitted (EINTR).
+func (e *Engine) Pay(ctx context.Context, h *stack.Handle, g *throttle.Group, off, n int64) error {
+	r := &stack.Request{Value: &waiter{done: make(chan struct{})}}
+	e.mu.Lock()
+	a := e.st.Pay(e.now(), h, g, off, n, r)
+	e.mu.Unlock()
+	e.apply(a)
+	if err := e.wait(ctx, r); err != nil {
+		return err
+	}
+	return r.Err
+}
+
 // Write writes data at off to w for group g: each MaxIO piece is written
 // as the throttle admits it, so the device sees the group's rate in steps
 // of at most MaxIO. It returns fewer bytes than len(data) when a piece

@@ -181,6 +181,23 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		f.eng.Pass(g, throttle.Read, int64(n))
 		return fuse.ReadResultVector([][]byte{dest[:n]}), 0
 	}
+	if !h.direct {
+		// The kernel's page cache is in front (an unlimited opener, or
+		// a group whose limits are high: see CacheMode): what it asks
+		// for is charged and paced, then read as an unlimited group's
+		// read is, without sluice's cache.
+		if err := f.eng.Pay(ctx, &h.sh, g, off, int64(len(dest))); err != nil {
+			return nil, errno(err)
+		}
+		if len(dest) <= f.spliceMax {
+			return fuse.ReadResultFd(uintptr(h.file.Fd()), off, len(dest)), 0
+		}
+		n, err := h.file.ReadAt(dest, off)
+		if err != nil && n <= 0 {
+			return nil, errno(err)
+		}
+		return fuse.ReadResultVector([][]byte{dest[:n]}), 0
+	}
 	if err := h.ensureReader(); err != nil {
 		return nil, errno(err)
 	}

@@ -325,7 +325,7 @@ func TestReadIdentical(t *testing.T) {
 			if tc.mode == CacheDirect && def.rbytes >= def.app {
 				t.Errorf("device bytes read %d for %d bytes read by the application: sluice's cache served nothing", def.rbytes, def.app)
 			}
-			if tc.limits != nil && f.Backing() != "direct" {
+			if tc.mode == CacheDirect && f.Backing() != "direct" {
 				t.Errorf("backing files read %s, want direct (O_DIRECT) on this file system", f.Backing())
 			}
 		})

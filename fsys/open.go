@@ -113,13 +113,7 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	switch {
 	case g.Limited() && f.kernelCache(g):
 		// Served through the kernel's page cache: the reads it sends
-		// still go through the engine, as the group is limited.
-		if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
-			if err := h.ensureReader(); err != nil {
-				file.Close()
-				return err
-			}
-		}
+		// are charged and paced, then spliced from the backing file.
 	case g.Limited():
 		h.direct = true
 		if flags&syscall.O_ACCMODE != syscall.O_WRONLY {

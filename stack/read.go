@@ -3,6 +3,7 @@ package stack
 import (
 	"math"
 
+	"sluice/block"
 	"sluice/readahead"
 	"sluice/throttle"
 )
@@ -19,16 +20,66 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 		return s.release(now)
 	}
 	if s.owes(now, h.Ino, g) {
-		io := &IO{Op: opGate, Dir: throttle.Write, Ino: h.Ino, File: h.File, Class: throttle.Demand,
-			group: g, queuedAt: now, write: r}
-		io.req = throttle.Request{Group: g, Dir: throttle.Write, Class: throttle.Demand, Value: io}
-		r.gate = io
-		s.queue.Push(now, &io.req)
-		s.await(now, r)
+		s.gate(now, r)
 		return s.release(now)
 	}
 	s.startRead(now, r)
 	return s.release(now)
+}
+
+// Pay admits a read of n bytes at off by group g that the driver performs
+// itself: the kernel's page cache in front of the file (the front end's
+// kernel cache mode) reads [off, off+n) from the backing file by splice,
+// and sluice only charges and paces it; its own cache is not involved. It
+// is split into MaxIO pieces, each one read I/O and its bytes, queued as
+// demand reads; the request finishes when the last is admitted, and the
+// driver then reads. At the wait cap the rest is admitted into debt.
+func (s *Stack) Pay(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
+	*r = Request{Value: r.Value, dir: throttle.Read, group: g, handle: h, off: off, len: n, pay: true}
+	s.each(g, func(c *Counters) { c.AppReads++ })
+	if s.owes(now, h.Ino, g) {
+		s.gate(now, r)
+		return s.release(now)
+	}
+	s.queuePay(now, r)
+	return s.release(now)
+}
+
+// queuePay queues the pieces of the read r that the driver performs.
+func (s *Stack) queuePay(now int64, r *Request) {
+	for _, pc := range block.Split(r.off, r.len, s.opts.MaxIO) {
+		io := &IO{Op: opPay, Dir: throttle.Read, Ino: r.handle.Ino, File: r.handle.File, Off: pc.Off, Len: pc.Len,
+			Class: throttle.Demand, group: r.group, queuedAt: now, write: r}
+		io.req = throttle.Request{Group: r.group, Dir: throttle.Read, Bytes: pc.Len, IOs: 1, Class: throttle.Demand, Value: io}
+		r.ios = append(r.ios, io)
+		r.pending++
+		s.queue.Push(now, &io.req)
+	}
+	if r.pending == 0 {
+		s.finish(r)
+	} else if r.deadline == 0 {
+		s.await(now, r)
+	}
+}
+
+// gate queues the read r behind its group's write debt (see owes).
+func (s *Stack) gate(now int64, r *Request) {
+	io := &IO{Op: opGate, Dir: throttle.Write, Ino: r.handle.Ino, File: r.handle.File, Class: throttle.Demand,
+		group: r.group, queuedAt: now, write: r}
+	io.req = throttle.Request{Group: r.group, Dir: throttle.Write, Class: throttle.Demand, Value: io}
+	r.gate = io
+	s.queue.Push(now, &io.req)
+	s.await(now, r)
+}
+
+// ungate takes the read r past its gate (admitted, or at the wait cap).
+func (s *Stack) ungate(now int64, r *Request) {
+	r.gate = nil
+	if r.pay {
+		s.queuePay(now, r)
+	} else {
+		s.startRead(now, r)
+	}
 }
 
 // owes reports whether a read of ino by g waits for g's write debt first:
@@ -300,6 +351,9 @@ func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
 func (r *Request) Size() int64 {
 	if r.Err != nil {
 		return 0
+	}
+	if r.pay {
+		return r.len
 	}
 	if r.dir == throttle.Write {
 		var n int64

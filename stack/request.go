@@ -82,11 +82,19 @@ func (s *Stack) cut(now int64, r *Request) {
 		// Waited for the write debt up to the cap: the read goes on, and
 		// is answered as if it had been waiting for its pages.
 		s.queue.Remove(&r.gate.req)
-		r.gate = nil
-		s.startRead(now, r)
+		s.ungate(now, r)
 		if r.done {
 			return
 		}
+	}
+	if r.pay {
+		// The driver reads it all, whole: the rest goes into debt.
+		for _, io := range r.ios {
+			if !io.started {
+				s.force(now, io)
+			}
+		}
+		return
 	}
 	if r.handle.Whole {
 		for _, p := range r.pages {
@@ -204,6 +212,11 @@ func (s *Stack) Cancel(now int64, r *Request) Actions {
 	if r.gate != nil {
 		s.queue.Remove(&r.gate.req)
 		r.gate = nil
+	}
+	for _, io := range r.ios { // a read the driver performs (Pay)
+		if !io.started {
+			s.queue.Remove(&io.req)
+		}
 	}
 	for _, p := range r.pages {
 		if !p.pending {

@@ -79,9 +79,11 @@ const (
 	// charged; the driver reports it with Wrote like a flush.
 	OpWriteback
 
-	// opGate is the stack's own: a read of a mapped file waiting for its
-	// group's write debt (see Read). It is never an action.
+	// opGate and opPay are the stack's own, never actions: a read of a
+	// mapped file waiting for its group's write debt (see Read), and a
+	// piece of a read that the driver performs itself (see Pay).
 	opGate Op = 255
+	opPay  Op = 254
 )
 
 // IO is one device request of at most MaxIO bytes.
@@ -128,9 +130,11 @@ type Request struct {
 	done     bool
 	// writeback: a write without a caller (WriteBack)
 	writeback bool
-	deadline  int64    // when a wait cap is in force: the latest admission
-	wprev     *Request // the list of requests waiting with a deadline
-	wnext     *Request
+	// pay: a read the driver performs itself once admitted (Pay)
+	pay      bool
+	deadline int64    // when a wait cap is in force: the latest admission
+	wprev    *Request // the list of requests waiting with a deadline
+	wnext    *Request
 }
 
 // Off returns the request's offset in its file.
@@ -236,11 +240,17 @@ func (s *Stack) release(now int64) Actions {
 func (s *Stack) admitted(now int64, io *IO) {
 	io.started = true
 	wait := now - io.queuedAt
+	if io.Op == opPay {
+		s.each(io.group, func(c *Counters) { c.ThrottledNs += wait; c.RIOs++; c.RBytes += io.Len })
+		r := io.write
+		if r.pending--; r.pending == 0 {
+			s.finish(r)
+		}
+		return
+	}
 	if io.Op == opGate {
 		s.each(io.group, func(c *Counters) { c.ThrottledNs += wait })
-		r := io.write
-		r.gate = nil
-		s.startRead(now, r)
+		s.ungate(now, io.write)
 		s.opened = true
 		return
 	}

@@ -40,6 +40,8 @@ import (
 //	    complete at once and the clock jumps to each wake-up
 //	write [t=] h= group= off= len= [name=] / sync [t=] h= group= [name=]
 //	    Write (named wK), Sync (named sK)
+//	writeback [t=] h= group= off= len= / pay [t=] h= group= off= len=
+//	    WriteBack (named wK), Pay (named pK)
 //	complete [t=] [io=(ioK, ...)]
 //	    complete the started I/Os named, or all, in the order started
 //	tick [t=]
@@ -187,6 +189,9 @@ func (x *trace) do(t *testing.T, td *datadriven.TestData) string {
 	case "writeback":
 		h, g := handle(), group()
 		x.take(x.s.WriteBack(x.now, h, g, a.Bytes("off", 0), a.Bytes("len", 0), request("w")))
+	case "pay":
+		h, g := handle(), group()
+		x.take(x.s.Pay(x.now, h, g, a.Bytes("off", 0), a.Bytes("len", 0), request("p")))
 	case "sync":
 		h, g := handle(), group()
 		x.take(x.s.Sync(x.now, h, g, request("s")))
