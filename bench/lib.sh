@@ -33,6 +33,24 @@ require_env() {
 	[ -e /dev/fuse ] || die "/dev/fuse missing (modprobe fuse)"
 }
 
+# start_blkio_bench: what a script comparing sluice with the kernel's
+# blk-throttle does first: checks, cleanup traps, work directory, sluice.
+start_blkio_bench() {
+	require_env
+	require_blkio
+	setup_traps
+	make_workdir
+	build_sluice
+}
+
+# check_limits "L...": each a whole number of MiB/s, or die.
+check_limits() {
+	local l
+	for l in $1; do
+		[[ $l =~ ^[1-9][0-9]*$ ]] || die "limits are whole MiB/s values (got '$l')"
+	done
+}
+
 require_blkio() {
 	if ! [ -e "$CGROOT/blkio.throttle.read_bps_device" ]; then
 		die "cgroup v1 blkio controller not mounted at $CGROOT (needed for the kernel reference runs)"

@@ -19,15 +19,9 @@ source "$(dirname "$0")/lib.sh"
 RT=${1:-20}
 LIMITS=${2:-"1 10 30"}
 if ! [[ $RT =~ ^[1-9][0-9]*$ ]]; then die "runtime_s must be a positive integer (got '$RT')"; fi
-for l in $LIMITS; do
-	if ! [[ $l =~ ^[1-9][0-9]*$ ]]; then die "limits are whole MiB/s values (got '$l')"; fi
-done
+check_limits "$LIMITS"
 
-require_env
-require_blkio
-setup_traps
-make_workdir
-build_sluice
+start_blkio_bench
 
 # The file must outlast the fastest run: largest limit x runtime, plus 25 %.
 MAXL=0

@@ -20,15 +20,9 @@ source "$(dirname "$0")/lib.sh"
 RT=${1:-10}
 LIMITS=${2:-"50 100 200"}
 [[ $RT =~ ^[1-9][0-9]*$ ]] || die "runtime_s must be a positive integer (got '$RT'); usage: speed.sh [runtime_s] [limits_mib]"
-for l in $LIMITS; do
-	[[ $l =~ ^[1-9][0-9]*$ ]] || die "limits are whole MiB/s values (got '$l')"
-done
+check_limits "$LIMITS"
 
-require_env
-require_blkio
-setup_traps
-make_workdir
-build_sluice
+start_blkio_bench
 
 FILE_MIB=4096
 IMG_MIB=$((FILE_MIB + 512))

@@ -23,11 +23,7 @@ if ! [[ $RT =~ ^[1-9][0-9]*$ ]]; then die "runtime_s must be a positive integer 
 IOPS=100
 PIECE_KB=128
 
-require_env
-require_blkio
-setup_traps
-make_workdir
-build_sluice
+start_blkio_bench
 
 # 12.5 MiB/s is expected; leave room for a throttle that lets 100 MiB/s by
 # (time_based wraps around the file if it is too short, which is harmless).

@@ -40,11 +40,7 @@ for c in ${CASES//,/ }; do
 done
 has_case() { [[ ,$CASES, == *,$1,* ]]; }
 
-require_env
-require_blkio
-setup_traps
-make_workdir
-build_sluice
+start_blkio_bench
 
 IMG_MIB=$((16 * 64 + 2048 + 1024))
 log "loop ext4 of ${IMG_MIB} MiB; cases $CASES; ${RT}s each; sync at $((RT / 2))s"

@@ -1,6 +1,7 @@
 package fsys
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,9 +12,9 @@ import (
 	"sluice/throttle"
 )
 
-// readAllAs reads path as uid in 4 KiB read() calls and returns the bytes
-// read and how many calls it made.
-func readAllAs(t *testing.T, uid int, path string) (n int64, calls int) {
+// readAllAs reads path as uid in 4 KiB read() calls, into keep if not
+// nil, and returns the bytes read and how many calls it made.
+func readAllAs(t *testing.T, uid int, path string, keep *bytes.Buffer) (n int64, calls int) {
 	t.Helper()
 	runAs(uid, func() {
 		f, err := os.Open(path)
@@ -27,6 +28,9 @@ func readAllAs(t *testing.T, uid int, path string) (n int64, calls int) {
 			m, err := f.Read(buf)
 			n += int64(m)
 			calls++
+			if keep != nil {
+				keep.Write(buf[:m])
+			}
 			if err == io.EOF {
 				return
 			}
@@ -72,7 +76,7 @@ func TestCacheMode(t *testing.T) {
 				return groupMetrics(t, f, g).AppReads-before < int64(calls)/4
 			}
 			start := time.Now()
-			n, calls := readAllAs(t, 1001, filepath.Join(mnt, "big"))
+			n, calls := readAllAs(t, 1001, filepath.Join(mnt, "big"), nil)
 			took := time.Since(start)
 			if n != size {
 				t.Fatalf("read %d bytes of %d", n, size)
@@ -90,11 +94,11 @@ func TestCacheMode(t *testing.T) {
 			if tc.high {
 				// A second read of the file is the kernel's page cache's.
 				before := groupMetrics(t, f, "hi").AppReads
-				if _, calls := readAllAs(t, 1001, filepath.Join(mnt, "big")); groupMetrics(t, f, "hi").AppReads-before > int64(calls)/100 {
+				if _, calls := readAllAs(t, 1001, filepath.Join(mnt, "big"), nil); groupMetrics(t, f, "hi").AppReads-before > int64(calls)/100 {
 					t.Errorf("a second read of the file reached sluice %d times in %d calls", groupMetrics(t, f, "hi").AppReads-before, calls)
 				}
 			}
-			_, calls = readAllAs(t, 1002, filepath.Join(mnt, "small"))
+			_, calls = readAllAs(t, 1002, filepath.Join(mnt, "small"), nil)
 			if got := kernel("lo", 0, calls); got != tc.low {
 				t.Errorf("group at rbps=8MiB: kernel page cache %v, want %v", got, tc.low)
 			}
@@ -103,11 +107,11 @@ func TestCacheMode(t *testing.T) {
 			f.Engine().SetLimits("lo", throttle.Limits{RBPS: 100 << 20})
 			os.WriteFile(filepath.Join(src, "small2"), make([]byte, 1<<20), 0o644)
 			before := groupMetrics(t, f, "hi").AppReads
-			if _, calls := readAllAs(t, 1001, filepath.Join(mnt, "small2")); kernel("hi", before, calls) != tc.low {
+			if _, calls := readAllAs(t, 1001, filepath.Join(mnt, "small2"), nil); kernel("hi", before, calls) != tc.low {
 				t.Errorf("after hi's limit went down to 8MiB: kernel page cache %v, want %v", !tc.low, tc.low)
 			}
 			before = groupMetrics(t, f, "lo").AppReads
-			if _, calls := readAllAs(t, 1002, filepath.Join(mnt, "big")); kernel("lo", before, calls) != tc.high {
+			if _, calls := readAllAs(t, 1002, filepath.Join(mnt, "big"), nil); kernel("lo", before, calls) != tc.high {
 				t.Errorf("after lo's limit went up to 100MiB: kernel page cache %v, want %v", !tc.high, tc.high)
 			}
 		})

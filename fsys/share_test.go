@@ -126,29 +126,10 @@ func TestIOPSLimitKeepsReadaheadOnMount(t *testing.T) {
 	src, mnt, f := mount(t, Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "t riops=10")}})
 	want := writeRandom(t, filepath.Join(src, "a"), 1<<20, 3)
 	os.Chmod(filepath.Join(src, "a"), 0o644)
-	var got []byte
-	runAs(1001, func() {
-		fh, err := os.Open(filepath.Join(mnt, "a"))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer fh.Close()
-		buf := make([]byte, 4096)
-		for {
-			n, err := fh.Read(buf)
-			got = append(got, buf[:n]...)
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	})
-	if !bytes.Equal(got, want) {
-		t.Fatalf("read %d bytes, not the file's %d", len(got), len(want))
+	var got bytes.Buffer
+	readAllAs(t, 1001, filepath.Join(mnt, "a"), &got)
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("read %d bytes, not the file's %d", got.Len(), len(want))
 	}
 	m := groupMetrics(t, f, "t")
 	t.Logf("1 MiB in 4 KiB reads at riops=10: %d device reads, %d bytes, readahead issued %d used %d",
