@@ -20,8 +20,9 @@ type Counters struct {
 	AppWBytes int64 `json:"app_wbytes"`
 	AppWrites int64 `json:"app_writes"`
 	// Device level, after splitting into MaxIO pieces: the figures the
-	// limits govern. Bytes are those the device moved; I/Os are counted
-	// as they are started.
+	// limits govern. Bytes are those the device moved (for reads the
+	// driver performs itself, Pay, those charged); I/Os are counted as
+	// they are started.
 	RBytes int64 `json:"rbytes"`
 	RIOs   int64 `json:"rios"`
 	WBytes int64 `json:"wbytes"`
@@ -69,7 +70,7 @@ var CounterFields = []CounterField{
 	{Name: "app_reads", Help: "read calls by applications", Get: func(c *Counters) int64 { return c.AppReads }},
 	{Name: "app_wbytes", Help: "bytes written by applications", Get: func(c *Counters) int64 { return c.AppWBytes }},
 	{Name: "app_writes", Help: "write calls by applications", Get: func(c *Counters) int64 { return c.AppWrites }},
-	{Name: "rbytes", Help: "bytes read from the device", Get: func(c *Counters) int64 { return c.RBytes }},
+	{Name: "rbytes", Help: "bytes read from the device (in kernel cache mode: charged reads of the backing file)", Get: func(c *Counters) int64 { return c.RBytes }},
 	{Name: "rios", Help: "device reads of at most --max-io bytes", Get: func(c *Counters) int64 { return c.RIOs }},
 	{Name: "wbytes", Help: "bytes written to the device", Get: func(c *Counters) int64 { return c.WBytes }},
 	{Name: "wios", Help: "device writes of at most --max-io bytes", Get: func(c *Counters) int64 { return c.WIOs }},
