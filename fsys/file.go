@@ -168,35 +168,32 @@ func (h *handle) ensureReader() error {
 func (h *handle) read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	f := h.node.fsys
 	g := h.group(ctx)
-	if !g.Limited() {
-		if len(dest) <= f.spliceMax {
+	if !g.Limited() || !h.direct {
+		// Straight from the backing file. For a limited group the
+		// kernel's page cache is in front (an unlimited opener, or a
+		// group whose limits are high: see CacheMode): what it asks for
+		// is charged and paced first, and sluice's cache stays out of it.
+		if g.Limited() {
+			if err := f.eng.Pay(ctx, &h.sh, g, off, int64(len(dest))); err != nil {
+				return nil, errno(err)
+			}
+		}
+		n := len(dest)
+		var res fuse.ReadResult
+		if n <= f.spliceMax {
 			// Zero copy: the reply is spliced from the backing file.
-			f.eng.Pass(g, throttle.Read, int64(len(dest)))
-			return fuse.ReadResultFd(uintptr(h.file.Fd()), off, len(dest)), 0
+			res = fuse.ReadResultFd(uintptr(h.file.Fd()), off, n)
+		} else {
+			var err error
+			if n, err = h.file.ReadAt(dest, off); err != nil {
+				return nil, errno(err)
+			}
+			res = fuse.ReadResultVector([][]byte{dest[:n]})
 		}
-		n, err := h.file.ReadAt(dest, off)
-		if err != nil {
-			return nil, errno(err)
+		if !g.Limited() {
+			f.eng.Pass(g, throttle.Read, int64(n))
 		}
-		f.eng.Pass(g, throttle.Read, int64(n))
-		return fuse.ReadResultVector([][]byte{dest[:n]}), 0
-	}
-	if !h.direct {
-		// The kernel's page cache is in front (an unlimited opener, or
-		// a group whose limits are high: see CacheMode): what it asks
-		// for is charged and paced, then read as an unlimited group's
-		// read is, without sluice's cache.
-		if err := f.eng.Pay(ctx, &h.sh, g, off, int64(len(dest))); err != nil {
-			return nil, errno(err)
-		}
-		if len(dest) <= f.spliceMax {
-			return fuse.ReadResultFd(uintptr(h.file.Fd()), off, len(dest)), 0
-		}
-		n, err := h.file.ReadAt(dest, off)
-		if err != nil && n <= 0 {
-			return nil, errno(err)
-		}
-		return fuse.ReadResultVector([][]byte{dest[:n]}), 0
+		return res, 0
 	}
 	if err := h.ensureReader(); err != nil {
 		return nil, errno(err)

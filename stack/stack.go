@@ -101,7 +101,7 @@ type IO struct {
 	started  bool
 	gen      uint64   // reads: the file's generation when issued
 	pages    []*page  // reads: the pages this I/O fills, in order
-	write    *Request // writes, flushes and gates: the application request it serves
+	write    *Request // all but reads: the application request it serves
 	wrote    int64    // writes: bytes written, once complete
 	err      error    // writes: the device's error, once complete
 	complete bool     // writes: reported by Wrote
@@ -240,30 +240,32 @@ func (s *Stack) release(now int64) Actions {
 func (s *Stack) admitted(now int64, io *IO) {
 	io.started = true
 	wait := now - io.queuedAt
-	if io.Op == opPay {
-		s.each(io.group, func(c *Counters) { c.ThrottledNs += wait; c.RIOs++; c.RBytes += io.Len })
-		r := io.write
-		if r.pending--; r.pending == 0 {
-			s.finish(r)
-		}
-		return
-	}
-	if io.Op == opGate {
-		s.each(io.group, func(c *Counters) { c.ThrottledNs += wait })
-		s.ungate(now, io.write)
-		s.opened = true
-		return
-	}
 	s.each(io.group, func(c *Counters) {
 		c.ThrottledNs += wait
-		if io.Dir == throttle.Read {
+		switch {
+		case io.Op == opGate: // a wait, not an I/O
+		case io.Dir == throttle.Read:
 			c.RIOs++
-		} else {
+			if io.Op == opPay {
+				c.RBytes += io.Len // (a device read counts its bytes when complete)
+			}
+		default:
 			c.WIOs++
 			c.WThrottledNs += wait
 		}
 	})
-	s.acts.Start = append(s.acts.Start, io)
+	switch io.Op {
+	case opPay:
+		r := io.write
+		if r.pending--; r.pending == 0 {
+			s.finish(r)
+		}
+	case opGate:
+		s.ungate(now, io.write)
+		s.opened = true
+	default:
+		s.acts.Start = append(s.acts.Start, io)
+	}
 }
 
 func (s *Stack) finish(r *Request) {
