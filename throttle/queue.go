@@ -219,14 +219,14 @@ func (q *Queue) Push(now int64, r *Request) {
 	for x := n; x != q.root; x = x.up {
 		if x.backlog == 0 {
 			x.start, x.stamp = max(x.up.vclock, x.finish), q.nextStamp()
-			x.up.active = append(x.up.active, x)
-			if i := slices.Index(x.up.idle, x); i >= 0 {
-				x.up.idle = slices.Delete(x.up.idle, i, i+1)
-			}
 			if x.emptied != 0 && now-x.emptied <= q.t.burst {
 				// Back after a round trip, not after being idle: it keeps
 				// up to one request's worth of lag (see anticipation).
 				x.start = x.finish
+			}
+			x.up.active = append(x.up.active, x)
+			if i := slices.Index(x.up.idle, x); i >= 0 {
+				x.up.idle = slices.Delete(x.up.idle, i, i+1)
 			}
 		}
 		x.backlog++
@@ -359,10 +359,10 @@ func (q *Queue) pick(now int64, n *qnode, ok [2]bool) *Request {
 // anticipate returns r, which n would release next with key k, unless a
 // child of n that emptied less than Burst ago, in r's direction, would go
 // before it by fair queueing when it comes back: then nil, and the Queue's
-// wait notes when that anticipation ends. Only a level limiting r's bytes, with
-// too little credit for r, anticipates, and never past the moment its idle
-// credit reaches Burst: the credit it banks meanwhile covers the wait, and
-// nothing of its rate is lost (see anticipation).
+// wait notes when that anticipation ends. Only a level limiting r's bytes,
+// with too little credit for r, anticipates, and never past the moment its
+// idle credit reaches Burst: the credit it banks meanwhile covers the
+// wait, and nothing of its rate is lost (see anticipation).
 func (q *Queue) anticipate(now int64, n *qnode, k int64, r *Request) *Request {
 	if len(n.idle) == 0 {
 		return r

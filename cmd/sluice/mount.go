@@ -54,20 +54,20 @@ Flags:
 `
 
 type mountOpts struct {
-	limits  multi
-	groups  multi
-	maxIO   sizeFlag
-	ra      sizeFlag
-	budget  onOff
-	cache   sizeFlag
-	burst   time.Duration
-	maxWait string
-	allow   bool
-	maxOpen int
-	mapDirt string
-	cacheMd string
-	pass    bool
-	debug   bool
+	limits    multi
+	groups    multi
+	maxIO     sizeFlag
+	ra        sizeFlag
+	budget    onOff
+	cache     sizeFlag
+	burst     time.Duration
+	maxWait   string
+	allow     bool
+	maxOpen   int
+	mapDirty  string
+	cacheMode string
+	pass      bool
+	debug     bool
 }
 
 func mountFlags() (*flag.FlagSet, *mountOpts) {
@@ -75,7 +75,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	o := &mountOpts{
 		maxIO: sizeFlag(d.MaxIO), ra: sizeFlag(d.Readahead), budget: onOff(d.ReadaheadBudget),
 		cache: sizeFlag(d.CacheBytes), burst: d.Burst, maxWait: "auto",
-		mapDirt: group.FormatSize(fsys.DefaultMapDirty), cacheMd: "auto",
+		mapDirty: group.FormatSize(fsys.DefaultMapDirty), cacheMode: "auto",
 	}
 	fs := flag.NewFlagSet("mount", flag.ContinueOnError)
 	fs.Var(&o.limits, "limit", "limits of one group: 'GROUP KEY=VALUE...' (repeatable)")
@@ -88,8 +88,8 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request; then it is answered with what is ready (a short read or write), at least one page forced into debt that later requests pay; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
 	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
 	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
-	fs.StringVar(&o.cacheMd, "cache-mode", o.cacheMd, fmt.Sprintf("how limited groups' files are served: direct (every read() and write() reaches sluice; its readahead sized to the group's budget), kernel (the kernel's page cache serves what it holds; sluice paces the reads it sends), auto (kernel for groups whose read limits are at least %s and %d IOPS, direct below)", group.FormatSize(fsys.KernelCacheBPS), fsys.KernelCacheIOPS))
-	fs.StringVar(&o.mapDirt, "map-dirty", o.mapDirt, "dirty pages the kernel may keep of files written through shared mappings; a limited group's mmap writer runs ahead of its limit by about this much before it is paced (kernel: the kernel's own bound, 1% of its dirty limit)")
+	fs.StringVar(&o.cacheMode, "cache-mode", o.cacheMode, fmt.Sprintf("how limited groups' files are served: direct (every read() and write() reaches sluice; its readahead sized to the group's budget), kernel (the kernel's page cache serves what it holds; sluice paces the reads it sends), auto (kernel for groups whose read limits are at least %s and %d IOPS, direct below)", group.FormatSize(fsys.KernelCacheBPS), fsys.KernelCacheIOPS))
+	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, "dirty pages the kernel may keep of files written through shared mappings; a limited group's mmap writer runs ahead of its limit by about this much before it is paced (kernel: the kernel's own bound, 1% of its dirty limit)")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fs.Usage = func() {
@@ -144,7 +144,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return usagef("--max-open %d: want at least 16", o.maxOpen)
 	}
 	opts.MaxOpen = o.maxOpen
-	switch o.cacheMd {
+	switch o.cacheMode {
 	case "auto":
 		opts.CacheMode = fsys.CacheAuto
 	case "direct":
@@ -152,12 +152,12 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	case "kernel":
 		opts.CacheMode = fsys.CacheKernel
 	default:
-		return usagef("--cache-mode %s: want auto, direct or kernel", o.cacheMd)
+		return usagef("--cache-mode %s: want auto, direct or kernel", o.cacheMode)
 	}
-	if o.mapDirt == "kernel" {
+	if o.mapDirty == "kernel" {
 		opts.MapDirty = -1
-	} else if n, err := group.ParseSize(o.mapDirt); err != nil || n < 4096 {
-		return usagef("--map-dirty %s: want a size of at least 4KiB, or kernel", o.mapDirt)
+	} else if n, err := group.ParseSize(o.mapDirty); err != nil || n < 4096 {
+		return usagef("--map-dirty %s: want a size of at least 4KiB, or kernel", o.mapDirty)
 	} else {
 		opts.MapDirty = n
 	}
