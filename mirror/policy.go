@@ -22,14 +22,17 @@ type Policy interface {
 	Name() string
 	// Pick returns the mirror, in [0, mirrors), that serves r.
 	Pick(now int64, r Read) int
-	// Started reports that a read of n bytes was sent to mirror m.
-	Started(now int64, m int, n int64)
+	// Started reports that r was sent to mirror m.
+	Started(now int64, m int, r Read)
 	// Done reports that a read sent to m at start finished at now.
 	Done(now int64, m int, start int64, err error)
 }
 
 // Names lists the policies New knows.
-var Names = []string{"pid", "roundrobin", "latency"}
+var Names = []string{"adaptive", "pid", "roundrobin", "latency"}
+
+// Default is the policy a mirror set uses unless told otherwise.
+const Default = "adaptive"
 
 // DefaultRoundRobin is how many bytes roundrobin reads from one mirror
 // before it moves to the next, as btrfs's round-robin policy does.
@@ -41,6 +44,8 @@ func New(name string, mirrors int) (Policy, error) {
 		return nil, fmt.Errorf("a mirror set needs at least one mirror, got %d", mirrors)
 	}
 	switch name {
+	case "adaptive":
+		return newAdaptive(mirrors), nil
 	case "pid":
 		return &pid{n: mirrors}, nil
 	case "roundrobin":
@@ -57,7 +62,7 @@ type pid struct{ n int }
 
 func (p *pid) Name() string                  { return "pid" }
 func (p *pid) Pick(_ int64, r Read) int      { return int(uint(r.PID) % uint(p.n)) }
-func (p *pid) Started(int64, int, int64)     {}
+func (p *pid) Started(int64, int, Read)      {}
 func (p *pid) Done(int64, int, int64, error) {}
 
 // roundRobin moves to the next mirror after every per bytes read, over
@@ -76,9 +81,9 @@ func (p *roundRobin) Pick(_ int64, r Read) int {
 	}
 	return p.cur
 }
-func (p *roundRobin) Started(_ int64, m int, n int64) {
+func (p *roundRobin) Started(_ int64, m int, r Read) {
 	if m == p.cur {
-		p.used += n
+		p.used += r.Len
 	}
 }
 func (p *roundRobin) Done(int64, int, int64, error) {}
@@ -103,7 +108,7 @@ func (p *latency) Pick(int64, Read) int {
 	}
 	return best
 }
-func (p *latency) Started(int64, int, int64) {}
+func (p *latency) Started(int64, int, Read) {}
 func (p *latency) Done(now int64, m int, start int64, err error) {
 	p.sum[m] += now - start
 	p.count[m]++

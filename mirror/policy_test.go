@@ -12,7 +12,7 @@ func TestNew(t *testing.T) {
 			t.Errorf("New(%q) = %v, %v", name, p, err)
 		}
 	}
-	if _, err := New("fastest", 2); err == nil || !strings.Contains(err.Error(), "pid, roundrobin, latency") {
+	if _, err := New("fastest", 2); err == nil || !strings.Contains(err.Error(), "adaptive, pid, roundrobin, latency") {
 		t.Errorf("unknown policy: %v; want the names listed", err)
 	}
 	if _, err := New("pid", 0); err == nil {
@@ -39,7 +39,7 @@ func TestRoundRobin(t *testing.T) {
 	var got []int
 	for i := range 8 {
 		m := p.Pick(0, Read{PID: i, Len: 128 << 10})
-		p.Started(0, m, 128<<10)
+		p.Started(0, m, Read{Len: 128 << 10})
 		got = append(got, m)
 	}
 	want := []int{0, 0, 1, 1, 0, 0, 1, 1}

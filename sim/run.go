@@ -273,7 +273,7 @@ func Run(sc *Scenario) (*Result, error) {
 	if len(r.mirrors) > 0 {
 		name := sc.Mount.ReadPolicy
 		if name == "" {
-			name = "pid"
+			name = mirror.Default
 		}
 		if r.policy, err = mirror.New(name, len(r.mirrors)); err != nil {
 			return nil, err
@@ -613,8 +613,9 @@ func (r *runner) apply(a stack.Actions) {
 			if t == nil {
 				t = f.owner
 			}
-			m := r.policy.Pick(r.now, mirror.Read{PID: t.pid, Off: io.Off, Len: io.Len})
-			r.policy.Started(r.now, m, n)
+			rd := mirror.Read{PID: t.pid, Off: io.Off, Len: io.Len}
+			m := r.policy.Pick(r.now, rd)
+			r.policy.Started(r.now, m, rd)
 			di := r.mirrors[m]
 			doneAt, err := r.devList[di].Start(r.now, op, n)
 			r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: di, m: m, sent: r.now})

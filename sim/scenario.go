@@ -60,7 +60,7 @@ type Mount struct {
 	DirtyLimit    Size   `toml:"dirty-limit"` // page cache dirty limit for writeback
 	// Mirrors names devices that hold the same data: jobs without a
 	// device of their own read from one of them, chosen per device read by
-	// ReadPolicy (mirror.Names; default pid), and write to all.
+	// ReadPolicy (mirror.Names; default mirror.Default, as the mount), and write to all.
 	Mirrors    []string `toml:"mirrors"`
 	ReadPolicy string   `toml:"read-policy"`
 }

@@ -120,7 +120,7 @@ size = "1MiB"
 		{"bad max-io", `name = "x"`, "name = \"x\"\n[mount]\nmax-io = \"3k\"", "x.toml:3: mount.max-io: 3KiB: want a multiple of 4KiB from 4KiB to 1GiB"},
 		{"bad readahead", `name = "x"`, "name = \"x\"\n[mount]\nreadahead = \"1000\"", "x.toml:3: mount.readahead: 1000: want 0 (off)"},
 		{"small cache", `name = "x"`, "name = \"x\"\n[mount]\nreadahead = \"1MiB\"\ncache = \"8MiB\"", "x.toml:4: mount.cache: 8MiB: want at least 16 readahead windows, 16MiB"},
-		{"bad read policy", `name = "x"`, "name = \"x\"\n[mount]\nread-policy = \"fastest\"", "x.toml:3: mount.read-policy: fastest: want one of pid, roundrobin, latency"},
+		{"bad read policy", `name = "x"`, "name = \"x\"\n[mount]\nread-policy = \"fastest\"", "x.toml:3: mount.read-policy: fastest: want one of adaptive, pid, roundrobin, latency"},
 		{"bad write throttle", `name = "x"`, "name = \"x\"\n[mount]\nwrite-throttle = \"later\"", "x.toml:3: mount.write-throttle: later: want write"},
 		{"mirror not a device", `name = "x"`, "name = \"x\"\n[mount]\nmirrors = [\"a\", \"b\"]", `x.toml:3: mount.mirrors: no device "a"`},
 		{"one mirror", `[[group]]`, "[mount]\nmirrors = [\"d\"]\n[[device]]\nname = \"d\"\n[[group]]", `x.toml:3: mount.mirrors: a mirror set needs at least two devices`},

@@ -1,0 +1,235 @@
+package mirror
+
+import (
+	"container/heap"
+	"math"
+	"testing"
+)
+
+// bench drives a policy on virtual time: jobs readers each keep one read
+// in flight; a read sent to mirror m at t takes lat(m, t) ns. It returns
+// which mirror each read went to, with the time it was sent.
+type sent struct {
+	at int64
+	m  int
+}
+
+type completion struct {
+	at, start int64
+	m, job    int
+	off       int64
+}
+
+type completions []completion
+
+func (c completions) Len() int           { return len(c) }
+func (c completions) Less(i, j int) bool { return c[i].at < c[j].at || c[i].at == c[j].at && c[i].job < c[j].job }
+func (c completions) Swap(i, j int)      { c[i], c[j] = c[j], c[i] }
+func (c *completions) Push(x any)        { *c = append(*c, x.(completion)) }
+func (c *completions) Pop() any {
+	old := *c
+	x := old[len(old)-1]
+	*c = old[:len(old)-1]
+	return x
+}
+
+// drive runs jobs readers until end. next gives a job's next offset from
+// its last one (sequential or random); lat gives a read's service time.
+func drive(p Policy, jobs int, end int64, next func(job int, last int64) int64, lat func(m int, now int64) int64) []sent {
+	var log []sent
+	var q completions
+	issue := func(now int64, job int, off int64) {
+		r := Read{PID: 100 + job, Off: off, Len: 4096}
+		m := p.Pick(now, r)
+		p.Started(now, m, r)
+		log = append(log, sent{now, m})
+		heap.Push(&q, completion{at: now + lat(m, now), start: now, m: m, job: job, off: off})
+	}
+	for j := range jobs {
+		issue(0, j, next(j, -1))
+	}
+	for q.Len() > 0 {
+		c := heap.Pop(&q).(completion)
+		if c.at > end {
+			break
+		}
+		p.Done(c.at, c.m, c.start, nil)
+		issue(c.at, c.job, next(c.job, c.off))
+	}
+	return log
+}
+
+// share is the fraction of reads sent in [from, to) that went to m.
+func share(log []sent, m int, from, to int64) float64 {
+	n, on := 0, 0
+	for _, s := range log {
+		if s.at >= from && s.at < to {
+			n++
+			if s.m == m {
+				on++
+			}
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return float64(on) / float64(n)
+}
+
+// random offsets, the same for every run.
+func random(job int, last int64) int64 {
+	x := uint64(last+int64(job)*7919) * 6364136223846793005
+	return int64(x>>40) * 4096
+}
+
+func sequential(job int, last int64) int64 {
+	if last < 0 {
+		return int64(job) << 30
+	}
+	return last + 4096
+}
+
+const ms = int64(1e6)
+
+// TestAdaptiveSlowMirror: one of two identical mirrors turns 10× slower at
+// 1 s and recovers at 3 s. Within 200 ms of the slowdown ≥ 90 % of new
+// reads avoid it; within 2 s of the recovery the split is even again.
+func TestAdaptiveSlowMirror(t *testing.T) {
+	p, _ := New("adaptive", 2)
+	lat := func(m int, now int64) int64 {
+		if m == 1 && now >= 1000*ms && now < 3000*ms {
+			return 2 * ms
+		}
+		return 200_000
+	}
+	log := drive(p, 4, 6000*ms, random, lat)
+	if s := share(log, 1, 500*ms, 1000*ms); math.Abs(s-0.5) > 0.1 {
+		t.Errorf("before the slowdown mirror 1 took %.2f of reads, want 0.5 ± 0.1", s)
+	}
+	if s := share(log, 1, 1200*ms, 3000*ms); s > 0.1 {
+		t.Errorf("from 200 ms after the slowdown mirror 1 took %.2f of reads, want ≤ 0.10", s)
+	}
+	if s := share(log, 1, 5000*ms, 6000*ms); math.Abs(s-0.5) > 0.1 {
+		t.Errorf("2 s after the recovery mirror 1 took %.2f of reads, want 0.5 ± 0.1", s)
+	}
+}
+
+// TestAdaptiveIdentical: identical mirrors share random reads evenly, for
+// two and three mirrors and from one to eight readers.
+func TestAdaptiveIdentical(t *testing.T) {
+	for _, mirrors := range []int{2, 3} {
+		for _, jobs := range []int{1, 4, 8} {
+			p, _ := New("adaptive", mirrors)
+			log := drive(p, jobs, 2000*ms, random, func(int, int64) int64 { return 100_000 })
+			for m := range mirrors {
+				want := 1 / float64(mirrors)
+				if s := share(log, m, 0, 2000*ms); math.Abs(s-want) > 0.1*want {
+					t.Errorf("%d mirrors, %d jobs: mirror %d took %.3f of reads, want %.3f ± 10%%", mirrors, jobs, m, s, want)
+				}
+			}
+		}
+	}
+}
+
+// TestAdaptiveSequential: a sequential reader stays on one mirror of an
+// identical pair; two sequential readers each keep theirs.
+func TestAdaptiveSequential(t *testing.T) {
+	for _, jobs := range []int{1, 2} {
+		p, _ := New("adaptive", 2)
+		var q completions
+		last := make([]int, jobs)
+		moves := 0
+		for j := range jobs {
+			r := Read{Off: sequential(j, -1), Len: 4096}
+			m := p.Pick(0, r)
+			p.Started(0, m, r)
+			last[j] = m
+			heap.Push(&q, completion{at: 100_000, m: m, job: j, off: r.Off})
+		}
+		for range 10000 {
+			c := heap.Pop(&q).(completion)
+			p.Done(c.at, c.m, c.start, nil)
+			r := Read{Off: sequential(c.job, c.off), Len: 4096}
+			m := p.Pick(c.at, r)
+			p.Started(c.at, m, r)
+			if m != last[c.job] {
+				moves++
+				last[c.job] = m
+			}
+			heap.Push(&q, completion{at: c.at + 100_000, start: c.at, m: m, job: c.job, off: r.Off})
+		}
+		if moves > 0 {
+			t.Errorf("%d sequential readers: streams moved %d times in 10000 reads", jobs, moves)
+		}
+		if jobs == 2 && last[0] == last[1] {
+			t.Errorf("two sequential readers share mirror %d; want one each", last[0])
+		}
+	}
+}
+
+// TestAdaptiveHung: a mirror whose read has not come back for far longer
+// than its usual latency gets no new reads, though its estimate (from
+// completed reads) is still low and the other mirror is as busy.
+func TestAdaptiveHung(t *testing.T) {
+	p, _ := New("adaptive", 2)
+	// A read every 50 µs, each taking 100 µs: about two in flight.
+	var q completions
+	now, hungAt, on0 := int64(0), int64(100*ms), 0
+	hung := false
+	for now < 200*ms {
+		for q.Len() > 0 && q[0].at <= now {
+			c := heap.Pop(&q).(completion)
+			p.Done(c.at, c.m, c.start, nil)
+		}
+		r := Read{Off: random(0, now), Len: 4096}
+		m := p.Pick(now, r)
+		p.Started(now, m, r)
+		switch {
+		case m == 0 && now >= hungAt && !hung:
+			hung = true // mirror 0 takes this read and never answers
+		case m == 0 && now > hungAt+ms:
+			on0++
+			fallthrough
+		default:
+			heap.Push(&q, completion{at: now + 100_000, start: now, m: m})
+		}
+		now += 50_000
+	}
+	if !hung {
+		t.Fatal("mirror 0 got no read after 100 ms")
+	}
+	if on0 > 0 {
+		t.Errorf("%d reads sent to a mirror hung for over 1 ms (10× its latency)", on0)
+	}
+}
+
+// TestAdaptiveErrors: a mirror failing its reads is avoided like a slow one.
+func TestAdaptiveErrors(t *testing.T) {
+	p, _ := New("adaptive", 2)
+	now := int64(0)
+	on1 := 0
+	for i := range 1000 {
+		r := Read{Off: random(0, now), Len: 4096}
+		m := p.Pick(now, r)
+		p.Started(now, m, r)
+		var err error
+		if m == 1 {
+			err = errFailed
+			if i > 10 {
+				on1++
+			}
+		}
+		p.Done(now+100_000, m, now, err)
+		now += 100_000
+	}
+	// Probes every ProbeEvery: 100 ms of reads holds at most one.
+	if max := int(1000*100_000/ProbeEvery) + 1; on1 > max {
+		t.Errorf("failing mirror got %d reads of 1000, want ≤ %d (probes)", on1, max)
+	}
+}
+
+type failed struct{}
+
+func (failed) Error() string { return "failed" }
+
+var errFailed error = failed{}
