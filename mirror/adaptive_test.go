@@ -22,10 +22,12 @@ type completion struct {
 
 type completions []completion
 
-func (c completions) Len() int           { return len(c) }
-func (c completions) Less(i, j int) bool { return c[i].at < c[j].at || c[i].at == c[j].at && c[i].job < c[j].job }
-func (c completions) Swap(i, j int)      { c[i], c[j] = c[j], c[i] }
-func (c *completions) Push(x any)        { *c = append(*c, x.(completion)) }
+func (c completions) Len() int { return len(c) }
+func (c completions) Less(i, j int) bool {
+	return c[i].at < c[j].at || c[i].at == c[j].at && c[i].job < c[j].job
+}
+func (c completions) Swap(i, j int) { c[i], c[j] = c[j], c[i] }
+func (c *completions) Push(x any)   { *c = append(*c, x.(completion)) }
 func (c *completions) Pop() any {
 	old := *c
 	x := old[len(old)-1]
