@@ -1,6 +1,7 @@
 package backing
 
 import (
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -11,22 +12,59 @@ import (
 type File struct {
 	fd      int
 	release func()
+	set     *fileSet // a mirror set's file: the methods go to its mirrors
 }
 
-// Fd is the descriptor of the open file, for splicing and passthrough.
-// It stays valid until Close.
-func (f *File) Fd() int { return f.fd }
+// Fd is the descriptor of the open file, for splicing and passthrough
+// (of a mirror set's file, the first healthy mirror's). It stays valid
+// until Close.
+func (f *File) Fd() int {
+	if f.set != nil {
+		if p := f.set.primary(); p != nil {
+			return p.fd
+		}
+	}
+	return f.fd
+}
+
+// Mirrored reports whether f is a mirror set's file, whose reads must go
+// through ReadAt to reach the mirror the read policy picks.
+func (f *File) Mirrored() bool { return f.set != nil }
 
 // ReadAt is one pread: it may return fewer bytes than asked without an
 // error, and never retries (a retry of an O_DIRECT read would be
-// unaligned).
+// unaligned). A mirror set's file reads from the mirror its policy
+// picks, and from another when that fails.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	return f.ReadAtFor(0, p, off)
+}
+
+// ReadAtFor is ReadAt for the process pid (0 when unknown), which the
+// pid read policy of a mirror set goes by.
+func (f *File) ReadAtFor(pid int, p []byte, off int64) (int, error) {
+	if f.set != nil {
+		return f.set.readAt(pid, p, off)
+	}
 	n, err := unix.Pread(f.fd, p, off)
 	return max(n, 0), err
 }
 
 // WriteAt writes all of p at off unless an error stops it.
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	if f.set != nil {
+		n := len(p)
+		err := f.set.each(func(f *File) error {
+			m, err := f.WriteAt(p, off)
+			if err != nil {
+				n = min(n, m)
+			}
+			return err
+		})
+		if err != nil {
+			return n, err
+		}
+		return len(p), nil
+	}
 	done := 0
 	for done < len(p) {
 		n, err := unix.Pwrite(f.fd, p[done:], off+int64(done))
@@ -48,6 +86,12 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 
 // Stat returns the open file's attributes.
 func (f *File) Stat() (syscall.Stat_t, error) {
+	if f.set != nil {
+		if p := f.set.primary(); p != nil {
+			return p.Stat()
+		}
+		return syscall.Stat_t{}, syscall.EIO
+	}
 	var st syscall.Stat_t
 	err := syscall.Fstat(f.fd, &st)
 	return st, err
@@ -55,6 +99,9 @@ func (f *File) Stat() (syscall.Stat_t, error) {
 
 // Sync flushes the file to stable storage (fdatasync when dataOnly).
 func (f *File) Sync(dataOnly bool) error {
+	if f.set != nil {
+		return f.set.each(func(f *File) error { return f.Sync(dataOnly) })
+	}
 	if dataOnly {
 		return unix.Fdatasync(f.fd)
 	}
@@ -65,6 +112,9 @@ func (f *File) Sync(dataOnly bool) error {
 // device and does not wait for them (sync_file_range with
 // SYNC_FILE_RANGE_WRITE).
 func (f *File) StartWriteback(off, n int64) error {
+	if f.set != nil {
+		return f.set.each(func(f *File) error { return f.StartWriteback(off, n) })
+	}
 	return unix.SyncFileRange(f.fd, off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
 
@@ -72,6 +122,9 @@ func (f *File) StartWriteback(off, n int64) error {
 // descriptors: the backing file system sees a close of a duplicate (NFS
 // writes back on close, for instance), and the file stays open.
 func (f *File) Flush() error {
+	if f.set != nil {
+		return f.set.each((*File).Flush)
+	}
 	nfd, err := unix.Dup(f.fd)
 	if err != nil {
 		return err
@@ -81,16 +134,37 @@ func (f *File) Flush() error {
 
 // Allocate is fallocate(2).
 func (f *File) Allocate(mode uint32, off, n int64) error {
+	if f.set != nil {
+		return f.set.each(func(f *File) error { return f.Allocate(mode, off, n) })
+	}
 	return unix.Fallocate(f.fd, mode, off, n)
 }
 
 // Seek is lseek(2), for SEEK_DATA and SEEK_HOLE.
 func (f *File) Seek(off int64, whence int) (int64, error) {
+	if f.set != nil {
+		if p := f.set.primary(); p != nil {
+			return p.Seek(off, whence)
+		}
+		return 0, syscall.EIO
+	}
 	return unix.Seek(f.fd, off, whence)
 }
 
 // Close closes the file.
 func (f *File) Close() error {
+	if f.set != nil {
+		var first error
+		for _, sf := range f.set.files {
+			if sf != nil {
+				if err := sf.Close(); err != nil && first == nil {
+					first = err
+				}
+			}
+		}
+		f.fd = -1
+		return first
+	}
 	err := unix.Close(f.fd)
 	f.fd = -1
 	if f.release != nil {
@@ -110,6 +184,7 @@ type Dir struct {
 	next    uint64
 	eof     bool
 	release func()
+	hide    string // a name listings skip (a mirror set's StateFile)
 }
 
 // DirEntry is one name of a directory.
@@ -137,6 +212,16 @@ func (d *Dir) Seek(off uint64) error {
 // Peek returns the entry at the current offset without consuming it; ok
 // is false at the end of the directory.
 func (d *Dir) Peek() (e DirEntry, ok bool, err error) {
+	for {
+		e, ok, err = d.peek()
+		if !ok || err != nil || d.hide == "" || !strings.HasPrefix(e.Name, d.hide) {
+			return e, ok, err
+		}
+		d.Advance()
+	}
+}
+
+func (d *Dir) peek() (e DirEntry, ok bool, err error) {
 	if d.i >= d.n {
 		if d.eof {
 			return e, false, nil

@@ -490,7 +490,12 @@ func killSuidgid(fd int) error {
 
 // KillSuidgid clears set-id bits of an open file as a write by a caller
 // without CAP_FSETID does.
-func (f *File) KillSuidgid() error { return killSuidgid(f.fd) }
+func (f *File) KillSuidgid() error {
+	if f.set != nil {
+		return f.set.each((*File).KillSuidgid)
+	}
+	return killSuidgid(f.fd)
+}
 
 func (t *Local) Readlink(id ID) ([]byte, error) {
 	buf := make([]byte, unix.PathMax)

@@ -85,6 +85,10 @@ type Tree interface {
 	Setxattr(id ID, name string, data []byte, flags int) error
 	Removexattr(id ID, name string) error
 
+	// As runs fn with the caller's credentials, so that what fn does to
+	// the backing file system is refused where the caller would be.
+	As(c *Cred, fn func() error) error
+
 	// Close releases what the tree holds.
 	Close() error
 }

@@ -14,9 +14,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
+	"sluice/backing"
 	"sluice/stack"
 )
 
@@ -30,13 +33,17 @@ type Status struct {
 	// Time is when the figures were taken.
 	Time time.Time `json:"time"`
 	stack.Metrics
+	// ReadPolicy and Mirrors describe a mirror set; empty otherwise.
+	ReadPolicy string                `json:"read_policy,omitempty"`
+	Mirrors    []backing.MirrorStats `json:"mirrors,omitempty"`
 }
 
 // Target is what the server controls.
 type Target interface {
 	Status() Status
-	// Set applies a limit spec such as "default rbps=1MiB". A non-empty
-	// note is a warning for the user (the change was applied).
+	// Set applies a limit spec such as "default rbps=1MiB", or a mirror
+	// set's "read-policy=NAME". A non-empty note is a warning for the
+	// user (the change was applied).
 	Set(spec string) (note string, err error)
 }
 
@@ -263,5 +270,17 @@ func Set(mountpoint, spec string) (note string, err error) {
 
 // String renders the status as `sluice stat` prints it.
 func (s Status) String() string {
-	return fmt.Sprintf("%s on %s (backing files read %s) at %s\n%s", s.Source, s.Mountpoint, s.Backing, s.Time.Format(time.RFC3339), s.Metrics.String())
+	out := fmt.Sprintf("%s on %s (backing files read %s) at %s\n%s", s.Source, s.Mountpoint, s.Backing, s.Time.Format(time.RFC3339), s.Metrics.String())
+	if len(s.Mirrors) == 0 {
+		return out
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "mirror\tstate\treads\tbytes\tin flight\tlatency\terrors\t\n")
+	for _, m := range s.Mirrors {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t\n", m.Dir, m.State, m.Reads, m.Bytes, m.Inflight,
+			time.Duration(m.Latency).Round(time.Microsecond), m.Errors)
+	}
+	tw.Flush()
+	return fmt.Sprintf("%s\nmirrors (read policy %s):\n%s", out, s.ReadPolicy, b.String())
 }

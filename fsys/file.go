@@ -180,12 +180,18 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 		}
 		n := len(dest)
 		var res fuse.ReadResult
-		if n <= f.spliceMax {
+		if n <= f.spliceMax && !h.file.Mirrored() {
 			// Zero copy: the reply is spliced from the backing file.
 			res = fuse.ReadResultFd(uintptr(h.file.Fd()), off, n)
 		} else {
+			// A mirror set's read goes to the mirror its policy picks
+			// for this caller, and to another if that one fails.
+			pid := 0
+			if c, ok := fuse.FromContext(ctx); ok {
+				pid = int(c.Pid)
+			}
 			var err error
-			if n, err = h.file.ReadAt(dest, off); err != nil {
+			if n, err = h.file.ReadAtFor(pid, dest, off); err != nil {
 				return nil, errno(err)
 			}
 			res = fuse.ReadResultVector([][]byte{dest[:n]})
@@ -295,7 +301,7 @@ func (h *handle) writer(ctx context.Context) *backing.Cred {
 // asCaller writes with the caller's credentials, so the backing file
 // system refuses what it would refuse the caller: blocks reserved for root.
 type asCaller struct {
-	tree *backing.Local
+	tree backing.Tree
 	c    *backing.Cred
 	f    *backing.File
 }

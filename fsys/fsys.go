@@ -31,8 +31,16 @@ type Options struct {
 	// stack.Options.Validate (start from stack.DefaultOptions).
 	engine.Options
 
-	// Source is the directory passed through. Required.
+	// Source is the directory passed through. Required unless Mirrors
+	// are given.
 	Source string
+	// Mirrors are directories holding the same content, served as one
+	// tree (backing.Mirror) in place of Source: reads go to the mirror
+	// ReadPolicy picks, writes to all. Passthrough is off for them.
+	Mirrors []string
+	// ReadPolicy is a mirror set's read policy (mirror.Names). The
+	// default is mirror.Default.
+	ReadPolicy string
 	// Mountpoint is where the file system appears. Required.
 	Mountpoint string
 	// Limits are the initial per-group limits, applied in order.
@@ -100,7 +108,8 @@ const DefaultMapDirty = 4 << 20
 type FS struct {
 	opts     Options
 	eng      *engine.Engine
-	tree     *backing.Local
+	tree     backing.Tree
+	mirrors  *backing.Mirror // the tree, when it is a mirror set
 	resolver *group.Resolver
 	server   *fuse.Server
 	epoch    time.Time
@@ -131,8 +140,21 @@ type dirHandle struct {
 // sets the process's umask to 0 (each caller's own umask is applied to what
 // it creates) and raises its soft descriptor limit to the hard one.
 func Mount(opts Options) (*FS, error) {
-	if err := checkDir("SOURCE", opts.Source); err != nil {
-		return nil, err
+	switch {
+	case len(opts.Mirrors) > 0 && opts.Source != "":
+		return nil, fmt.Errorf("SOURCE %s and mirrors given: a mirror set is served in place of SOURCE", opts.Source)
+	case len(opts.Mirrors) == 1:
+		return nil, fmt.Errorf("a mirror set needs two mirrors or more, got one (%s): serve it as SOURCE", opts.Mirrors[0])
+	case len(opts.Mirrors) > 0:
+		for _, d := range opts.Mirrors {
+			if err := checkDir("mirror", d); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		if err := checkDir("SOURCE", opts.Source); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkDir("MOUNTPOINT", opts.Mountpoint); err != nil {
 		return nil, err
@@ -152,15 +174,29 @@ func Mount(opts Options) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	tree, err := backing.NewLocal(opts.Source, backing.LocalOptions{MaxOpen: opts.MaxOpen})
-	if err != nil {
-		eng.Close()
-		return nil, fmt.Errorf("SOURCE %s: %v", opts.Source, err)
-	}
 	f := &FS{
-		opts: opts, eng: eng, tree: tree, epoch: time.Now(),
+		opts: opts, eng: eng, epoch: time.Now(),
 		groups: make(map[string]*throttle.Group),
 		nodes:  make(map[backing.ID]*node),
+	}
+	lopts := backing.LocalOptions{MaxOpen: opts.MaxOpen}
+	if len(opts.Mirrors) > 0 {
+		f.opts.Passthrough = false
+		f.mirrors, err = backing.NewMirror(opts.Mirrors, backing.MirrorOptions{
+			LocalOptions: lopts, Policy: opts.ReadPolicy,
+			Now: func() int64 { return int64(time.Since(f.epoch)) },
+			Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "sluice: "+format+"\n", args...) },
+		})
+		f.tree = f.mirrors
+	} else {
+		f.tree, err = backing.NewLocal(opts.Source, lopts)
+		if err != nil {
+			err = fmt.Errorf("SOURCE %s: %v", opts.Source, err)
+		}
+	}
+	if err != nil {
+		eng.Close()
+		return nil, err
 	}
 	f.resolver = group.NewResolver(&group.Classifier{Rules: opts.Rules})
 	f.group(group.Default)
@@ -173,7 +209,7 @@ func Mount(opts Options) (*FS, error) {
 
 	mo := fuse.MountOptions{
 		AllowOther:    opts.AllowOther,
-		FsName:        opts.Source,
+		FsName:        f.source(),
 		Name:          "sluice",
 		MaxWrite:      1 << 20,
 		MaxReadAhead:  1 << 20,
@@ -199,17 +235,17 @@ func Mount(opts Options) (*FS, error) {
 	}
 	server, err := fuse.NewServer(&raw{RawFileSystem: fuse.NewDefaultRawFileSystem(), f: f}, opts.Mountpoint, &mo)
 	if err != nil {
-		tree.Close()
+		f.tree.Close()
 		eng.Close()
-		return nil, fmt.Errorf("mount %s on %s: %w", opts.Source, opts.Mountpoint, err)
+		return nil, fmt.Errorf("mount %s on %s: %w", f.source(), opts.Mountpoint, err)
 	}
 	f.server = server
 	go server.Serve()
 	if err := server.WaitMount(); err != nil {
 		server.Unmount()
-		tree.Close()
+		f.tree.Close()
 		eng.Close()
-		return nil, fmt.Errorf("mount %s on %s: %w", opts.Source, opts.Mountpoint, err)
+		return nil, fmt.Errorf("mount %s on %s: %w", f.source(), opts.Mountpoint, err)
 	}
 	f.spliceMax = pipeMax() - 2*4096
 	// The kernel caps a FUSE mount's readahead at 128KiB; larger windows
@@ -270,6 +306,9 @@ func (f *FS) Unmount() error {
 // Engine returns the engine serving the mount.
 func (f *FS) Engine() *engine.Engine { return f.eng }
 
+// Mirrors is the mirror set served, nil when the mount serves SOURCE.
+func (f *FS) Mirrors() *backing.Mirror { return f.mirrors }
+
 // Backing says how backing files are read: "direct" (O_DIRECT), "buffered"
 // (the backing file system refused O_DIRECT), "mixed", or "none" before any
 // throttled read.
@@ -327,6 +366,15 @@ func (f *FS) caller(ctx context.Context) (*throttle.Group, bool) {
 	}
 	name := f.resolver.Group(int64(time.Since(f.epoch)), c.Uid, c.Gid, c.Pid)
 	return f.group(name), c.Pid != 0
+}
+
+// source names what is served, for mount tables and messages: SOURCE, or
+// the mirrors joined by colons.
+func (f *FS) source() string {
+	if len(f.opts.Mirrors) > 0 {
+		return strings.Join(f.opts.Mirrors, ":")
+	}
+	return f.opts.Source
 }
 
 func checkDir(what, path string) error {

@@ -15,8 +15,10 @@ const usage = `sluice: precise per-tenant I/O limits in front of any directory.
 
 Usage:
   sluice mount [flags] SOURCE MOUNTPOINT   serve SOURCE on MOUNTPOINT (foreground)
+  sluice mount [flags] --mirror DIR1 --mirror DIR2 MOUNTPOINT   serve a mirror set
   sluice stat [--json] MOUNTPOINT          per-group counters of a running mount
   sluice set MOUNTPOINT 'GROUP KEY=VALUE...'  change a group's limits live
+  sluice set MOUNTPOINT read-policy=NAME   switch a mirror set's read policy
   sluice sim [flags] SCENARIO.toml         run a scenario on virtual time
   sluice help [COMMAND]                    this text, or a command's flags
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,10 +19,12 @@ import (
 	"sluice/control"
 	"sluice/fsys"
 	"sluice/group"
+	"sluice/mirror"
 	"sluice/stack"
 )
 
 const mountHelp = `Usage: sluice mount [flags] SOURCE MOUNTPOINT
+       sluice mount [flags] --mirror DIR1 --mirror DIR2 [--mirror DIR3...] MOUNTPOINT
 
 Serves the directory SOURCE on MOUNTPOINT in the foreground. Every read and
 write by a caller whose group has a limit goes through sluice's per-group
@@ -46,6 +49,14 @@ every ancestor, and the tightest level governs. uid, gid and cgroup are set
 by root (or by whoever may move a process between cgroups); comm is the
 caller's own choice (prctl), a convenience, not a boundary between tenants.
 
+Mirror sets: with --mirror (twice or more, no SOURCE) the directories, which
+must hold the same content, are served as one tree. Each read goes to one
+mirror, chosen by --read-policy, and to another if it fails; writes and
+changes go to all. A mirror that fails one where another succeeded is marked
+stale (in ` + "`.sluice-mirror`" + ` in each mirror's root, so a restart keeps it
+stale) and is neither read nor written again; the last healthy one never is.
+  --mirror /mnt/nvme/data --mirror /mnt/ssd/data --read-policy adaptive
+
 Every caller gets through the mount exactly what its uid gets on SOURCE:
 the kernel checks modes and POSIX ACLs, and new files, directories and
 links are created with the caller's uid, gid, groups and umask.
@@ -68,6 +79,8 @@ type mountOpts struct {
 	cacheMode string
 	pass      bool
 	debug     bool
+	mirrors   multi
+	policy    string
 }
 
 func mountFlags() (*flag.FlagSet, *mountOpts) {
@@ -92,6 +105,8 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, "dirty pages the kernel may keep of files written through shared mappings; a limited group's mmap writer runs ahead of its limit by about this much before it is paced (kernel: the kernel's own bound, 1% of its dirty limit)")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fs.Var(&o.mirrors, "mirror", "a directory of a mirror set, served in place of SOURCE (twice or more)")
+	fs.StringVar(&o.policy, "read-policy", mirror.Default, "which mirror serves each read: adaptive (the one expected to answer first: decaying peak latency × reads in flight, sequential streams kept, a recovered mirror probed), pid (caller pid mod mirrors, as btrfs), roundrobin (the next mirror every 256 KiB), latency (lowest lifetime average)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), mountHelp)
 		fs.PrintDefaults()
@@ -105,12 +120,34 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return helpFor(fs, stdout, err)
 	}
-	if len(pos) != 2 {
+	opts := fsys.Options{AllowOther: o.allow, Passthrough: o.pass, Debug: o.debug, ReadPolicy: o.policy}
+	switch {
+	case len(o.mirrors) > 0 && len(pos) == 2:
+		return usagef("--mirror and SOURCE %s: a mirror set is served in place of SOURCE; give MOUNTPOINT only", pos[0])
+	case len(o.mirrors) == 1:
+		return usagef("--mirror %s: a mirror set needs --mirror twice or more (one directory: serve it as SOURCE)", o.mirrors[0])
+	case len(o.mirrors) > 0 && len(pos) != 1:
+		return usagef("with --mirror, want MOUNTPOINT only, got %d argument(s)", len(pos))
+	case len(o.mirrors) == 0 && len(pos) != 2:
 		return usagef("want SOURCE and MOUNTPOINT, got %d argument(s)", len(pos))
 	}
-	opts := fsys.Options{AllowOther: o.allow, Passthrough: o.pass, Debug: o.debug}
-	opts.Source, _ = filepath.Abs(pos[0])
-	opts.Mountpoint, _ = filepath.Abs(pos[1])
+	if !slices.Contains(mirror.Names, o.policy) {
+		return usagef("--read-policy %s: want one of %s", o.policy, strings.Join(mirror.Names, ", "))
+	}
+	if o.pass && len(o.mirrors) > 0 {
+		return usagef("--passthrough with --mirror: passthrough reads would bypass the read policy; drop one")
+	}
+	if len(o.mirrors) == 0 && isSet(fs, "read-policy") {
+		return usagef("--read-policy %s without --mirror: only a mirror set has a read policy", o.policy)
+	}
+	for _, d := range o.mirrors {
+		a, _ := filepath.Abs(d)
+		opts.Mirrors = append(opts.Mirrors, a)
+	}
+	if len(o.mirrors) == 0 {
+		opts.Source, _ = filepath.Abs(pos[0])
+	}
+	opts.Mountpoint, _ = filepath.Abs(pos[len(pos)-1])
 	for _, s := range o.limits {
 		l, err := group.ParseLimit(s)
 		if err != nil {
@@ -178,7 +215,11 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer srv.Close()
-	fmt.Fprintf(stderr, "sluice: serving %s on %s\n", opts.Source, opts.Mountpoint)
+	if len(opts.Mirrors) > 0 {
+		fmt.Fprintf(stderr, "sluice: serving mirrors %s on %s (read policy %s)\n", strings.Join(opts.Mirrors, ", "), opts.Mountpoint, opts.ReadPolicy)
+	} else {
+		fmt.Fprintf(stderr, "sluice: serving %s on %s\n", opts.Source, opts.Mountpoint)
+	}
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -233,13 +274,25 @@ type target struct {
 }
 
 func (t target) Status() control.Status {
-	return control.Status{
+	st := control.Status{
 		Source: t.opts.Source, Mountpoint: t.opts.Mountpoint,
 		Backing: t.m.Backing(), Time: time.Now(), Metrics: t.m.Engine().Metrics(),
 	}
+	if ms := t.m.Mirrors(); ms != nil {
+		st.Source = strings.Join(t.opts.Mirrors, ":")
+		st.ReadPolicy, st.Mirrors = ms.Policy(), ms.Stats()
+	}
+	return st
 }
 
 func (t target) Set(spec string) (string, error) {
+	if name, ok := strings.CutPrefix(spec, "read-policy="); ok {
+		ms := t.m.Mirrors()
+		if ms == nil {
+			return "", fmt.Errorf("%q: this mount serves no mirror set, so it has no read policy", spec)
+		}
+		return "", ms.SetPolicy(name)
+	}
 	l, err := group.ParseLimit(spec)
 	if err != nil {
 		return "", fmt.Errorf("%q: %v", spec, err)
@@ -303,4 +356,10 @@ func (b *onOff) Set(v string) error {
 		return fmt.Errorf("%q: want on or off", v)
 	}
 	return nil
+}
+
+// isSet reports whether flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) (set bool) {
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

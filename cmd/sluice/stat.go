@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"sluice/control"
 	"sluice/group"
+	"sluice/mirror"
 )
 
 func statFlags() (*flag.FlagSet, *bool) {
@@ -60,12 +63,16 @@ func setFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("set", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: sluice set MOUNTPOINT 'GROUP KEY=VALUE...'
+       sluice set MOUNTPOINT read-policy=NAME
 
 Changes a group's limits on a running mount, at once and without a remount.
 Keys not named keep their values; queued requests are re-timed to the new
 limits, never left hanging. Same syntax as mount --limit:
   sluice set /mnt/data 'default rbps=1MiB'
   sluice set /mnt/data 'tenants/a riops=max wbps=20MiB'
+A mirror set's read policy switches the same way (adaptive, pid, roundrobin
+or latency; see sluice help mount):
+  sluice set /mnt/data read-policy=pid
 `)
 	}
 	return fs
@@ -81,6 +88,12 @@ func cmdSet(args []string, stdout, stderr io.Writer) error {
 		return usagef("want MOUNTPOINT and a limit such as 'default rbps=1MiB', got %d argument(s)", len(pos))
 	}
 	for _, spec := range pos[1:] {
+		if name, ok := strings.CutPrefix(spec, "read-policy="); ok {
+			if !slices.Contains(mirror.Names, name) {
+				return usagef("%q: read policy %s: want one of %s", spec, name, strings.Join(mirror.Names, ", "))
+			}
+			continue
+		}
 		if _, err := group.ParseLimit(spec); err != nil {
 			return usagef("%q: %v", spec, err)
 		}

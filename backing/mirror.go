@@ -1,0 +1,852 @@
+package backing
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"sluice/mirror"
+)
+
+// StateFile is the name of the file in each mirror's root that records
+// the set's state: the mirror's own identity and which mirrors of the set
+// are stale. It is not part of the served tree: lookups do not find it,
+// listings skip it, and nothing through the mount can create, rename or
+// remove it.
+const StateFile = ".sluice-mirror"
+
+// Mirror states.
+const (
+	Healthy = "healthy"
+	Stale   = "stale"
+)
+
+// MirrorStats are one mirror's counters.
+type MirrorStats struct {
+	Dir      string `json:"dir"`
+	State    string `json:"state"`    // Healthy or Stale
+	Reads    int64  `json:"reads"`    // reads sent to it
+	Bytes    int64  `json:"bytes"`    // bytes they returned
+	Errors   int64  `json:"errors"`   // operations that failed on it
+	Inflight int    `json:"inflight"` // reads in flight
+	// Latency is a decaying average of its read times, ns (time constant
+	// mirror.DecayTime); 0 before its first read.
+	Latency int64 `json:"latency_ns"`
+}
+
+// MirrorOptions configure NewMirror.
+type MirrorOptions struct {
+	LocalOptions
+	// Policy names the read policy (mirror.Names); empty for
+	// mirror.Default.
+	Policy string
+	// Now is the clock the read policy runs on, ns; it must not go back.
+	Now func() int64
+	// Log reports a mirror turning stale; nil for none.
+	Log func(format string, args ...any)
+}
+
+// Mirror is a Tree over directories holding the same content. Reads go to
+// one healthy mirror chosen by the read policy, and one that fails is
+// retried on another; writes and namespace changes go to every healthy
+// mirror, and succeed when one does: a mirror that fails where another
+// succeeded is marked stale, in memory and in every healthy mirror's
+// StateFile, and is neither read nor written again. The last healthy
+// mirror is never marked stale: its failure is the operation's.
+//
+// Objects are the set's own IDs; each holds one reference to the object
+// in every mirror it was found in. Attributes, listings and link targets
+// come from the first healthy mirror holding the object.
+type Mirror struct {
+	dirs  []string
+	trees []Tree
+	self  []string // each mirror's identity, from its StateFile
+	now   func() int64
+	log   func(string, ...any)
+
+	mu     sync.Mutex
+	stale  []bool
+	policy mirror.Policy
+	name   string
+	live   []int // healthy mirrors, in order: the policy's indices
+	stats  []MirrorStats
+	sample []int64 // when stats[i].Latency was last updated
+	objs   map[ID]*mobj
+	keys   []map[ID]ID // per mirror: its object's ID -> the set's ID
+	nextID ID
+}
+
+type mobj struct {
+	sub  []ID // per mirror; 0 where the object was not found or not made
+	refs uint64
+}
+
+var _ Tree = (*Mirror)(nil)
+
+// mirrorState is a StateFile's content.
+type mirrorState struct {
+	ID    string   `json:"id"`
+	Stale []string `json:"stale,omitempty"`
+}
+
+// NewMirror opens the directories as one mirror set. Mirrors marked stale
+// by any StateFile stay stale. Before serving, it compares the healthy
+// mirrors' top levels (names, types and file sizes) and refuses a set
+// that differs, saying how.
+func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
+	if len(dirs) < 2 {
+		return nil, fmt.Errorf("a mirror set needs two mirrors or more, got %d", len(dirs))
+	}
+	if opts.Policy == "" {
+		opts.Policy = mirror.Default
+	}
+	if _, err := mirror.New(opts.Policy, len(dirs)); err != nil {
+		return nil, err
+	}
+	if opts.Log == nil {
+		opts.Log = func(string, ...any) {}
+	}
+	m := &Mirror{
+		dirs: dirs, now: opts.Now, log: opts.Log, name: opts.Policy,
+		stale:  make([]bool, len(dirs)),
+		stats:  make([]MirrorStats, len(dirs)),
+		sample: make([]int64, len(dirs)),
+		objs:   map[ID]*mobj{RootID: {sub: make([]ID, len(dirs)), refs: 1}},
+		keys:   make([]map[ID]ID, len(dirs)),
+		nextID: RootID + 1,
+	}
+	staleIDs := map[string]bool{}
+	for i, dir := range dirs {
+		st, err := readState(dir)
+		if err != nil {
+			return nil, fmt.Errorf("mirror %s: %v", dir, err)
+		}
+		if slices.Contains(m.self, st.ID) {
+			return nil, fmt.Errorf("mirror %s: the same directory as another mirror (%s has the same id %s)", dir, StateFile, st.ID)
+		}
+		m.self = append(m.self, st.ID)
+		for _, id := range st.Stale {
+			staleIDs[id] = true
+		}
+		m.stats[i].Dir = dir
+		m.keys[i] = map[ID]ID{RootID: RootID}
+		m.objs[RootID].sub[i] = RootID
+	}
+	for i, id := range m.self {
+		m.stale[i] = staleIDs[id]
+	}
+	if !slices.Contains(m.stale, false) {
+		return nil, fmt.Errorf("every mirror is marked stale in %s: nothing to serve from", StateFile)
+	}
+	if err := m.compare(); err != nil {
+		return nil, err
+	}
+	for _, dir := range dirs {
+		t, err := NewLocal(dir, opts.LocalOptions)
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("mirror %s: %v", dir, err)
+		}
+		m.trees = append(m.trees, t)
+	}
+	m.mu.Lock()
+	m.relive()
+	m.mu.Unlock()
+	return m, nil
+}
+
+// readState reads dir's StateFile, creating it with a new identity when
+// there is none.
+func readState(dir string) (mirrorState, error) {
+	var st mirrorState
+	p := filepath.Join(dir, StateFile)
+	b, err := os.ReadFile(p)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &st); err != nil || st.ID == "" {
+			return st, fmt.Errorf("%s is not a mirror state file (%v); move it away to start afresh", p, err)
+		}
+		return st, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return st, err
+	}
+	var id [8]byte
+	rand.Read(id[:])
+	st.ID = hex.EncodeToString(id[:])
+	return st, writeState(dir, st)
+}
+
+func writeState(dir string, st mirrorState) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, StateFile+".new")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, StateFile))
+}
+
+// hidden reports whether name in the root is the set's own.
+func hidden(parent ID, name string) bool {
+	return parent == RootID && strings.HasPrefix(name, StateFile)
+}
+
+// compare checks that the healthy mirrors' top levels agree: the same
+// names, of the same types, regular files of the same sizes.
+func (m *Mirror) compare() error {
+	type ent struct {
+		mode uint32
+		size int64
+	}
+	var ref map[string]ent
+	refDir := ""
+	var diffs []string
+	for i, dir := range m.dirs {
+		if m.stale[i] {
+			continue
+		}
+		des, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("mirror %s: %v", dir, err)
+		}
+		got := map[string]ent{}
+		for _, de := range des {
+			if hidden(RootID, de.Name()) {
+				continue
+			}
+			fi, err := de.Info()
+			if err != nil {
+				continue
+			}
+			e := ent{mode: uint32(fi.Mode().Type())}
+			if fi.Mode().IsRegular() {
+				e.size = fi.Size()
+			}
+			got[de.Name()] = e
+		}
+		if ref == nil {
+			ref, refDir = got, dir
+			continue
+		}
+		for name, a := range ref {
+			b, ok := got[name]
+			switch {
+			case !ok:
+				diffs = append(diffs, fmt.Sprintf("%s is in %s, not in %s", name, refDir, dir))
+			case a.mode != b.mode:
+				diffs = append(diffs, fmt.Sprintf("%s is of another type in %s than in %s", name, dir, refDir))
+			case a.size != b.size:
+				diffs = append(diffs, fmt.Sprintf("%s is %d bytes in %s, %d in %s", name, a.size, refDir, b.size, dir))
+			}
+		}
+		for name := range got {
+			if _, ok := ref[name]; !ok {
+				diffs = append(diffs, fmt.Sprintf("%s is in %s, not in %s", name, dir, refDir))
+			}
+		}
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	slices.Sort(diffs)
+	if len(diffs) > 10 {
+		diffs = append(diffs[:10], fmt.Sprintf("and %d more", len(diffs)-10))
+	}
+	return fmt.Errorf("the mirrors differ; make them equal first (for example rsync -aHAX --delete %s/ OTHER/):\n  %s", refDir, strings.Join(diffs, "\n  "))
+}
+
+// relive rebuilds the list of healthy mirrors and the read policy over
+// them. Called with m.mu held.
+func (m *Mirror) relive() {
+	m.live = m.live[:0]
+	for i := range m.dirs {
+		if !m.stale[i] {
+			m.live = append(m.live, i)
+		}
+	}
+	m.policy, _ = mirror.New(m.name, len(m.live))
+}
+
+// SetPolicy switches the read policy.
+func (m *Mirror) SetPolicy(name string) error {
+	if _, err := mirror.New(name, len(m.dirs)); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.name = name
+	m.relive()
+	return nil
+}
+
+// Policy is the read policy in force.
+func (m *Mirror) Policy() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.name
+}
+
+// Stats returns each mirror's counters.
+func (m *Mirror) Stats() []MirrorStats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := slices.Clone(m.stats)
+	for i := range out {
+		out[i].State = Healthy
+		if m.stale[i] {
+			out[i].State = Stale
+		}
+	}
+	return out
+}
+
+// markStale marks mirror i stale for err unless it is the last healthy
+// one; it reports whether it did.
+func (m *Mirror) markStale(i int, err error) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.markStaleLocked(i, err)
+}
+
+func (m *Mirror) markStaleLocked(i int, err error) bool {
+	if m.stale[i] {
+		return true
+	}
+	if len(m.live) <= 1 {
+		return false
+	}
+	m.stale[i] = true
+	m.relive()
+	var ids []string
+	for j, s := range m.stale {
+		if s {
+			ids = append(ids, m.self[j])
+		}
+	}
+	for _, j := range m.live {
+		if werr := writeState(m.dirs[j], mirrorState{ID: m.self[j], Stale: ids}); werr != nil {
+			m.log("mirror %s: recording that %s is stale: %v", m.dirs[j], m.dirs[i], werr)
+		}
+	}
+	m.log("mirror %s is stale (%v): no more reads or writes go to it", m.dirs[i], err)
+	return true
+}
+
+// healthy returns the healthy mirrors holding o, in order.
+func (m *Mirror) healthy(o *mobj) []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []int
+	for _, i := range m.live {
+		if o.sub[i] != 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (m *Mirror) obj(id ID) (*mobj, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o := m.objs[id]
+	if o == nil {
+		return nil, syscall.ESTALE
+	}
+	return o, nil
+}
+
+// fan runs op on every healthy mirror holding o and sorts out the
+// outcome: when no mirror succeeds, the first one's error; otherwise the
+// mirrors that failed are marked stale (all but the last healthy one),
+// and ok lists the ones that succeeded.
+func (m *Mirror) fan(o *mobj, op func(i int, sub ID) error) (ok []int, err error) {
+	on := m.healthy(o)
+	if len(on) == 0 {
+		return nil, syscall.EIO
+	}
+	errs := make([]error, len(on))
+	for k, i := range on {
+		if errs[k] = op(i, o.sub[i]); errs[k] == nil {
+			ok = append(ok, i)
+		}
+	}
+	if len(ok) == 0 {
+		return nil, errs[0]
+	}
+	for k, i := range on {
+		if errs[k] != nil {
+			m.failed(i, errs[k])
+		}
+	}
+	return ok, nil
+}
+
+// failed counts a failure of mirror i and marks it stale.
+func (m *Mirror) failed(i int, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stats[i].Errors++
+	m.markStaleLocked(i, err)
+}
+
+// enter makes the set's object of per-mirror entries (each with one
+// reference) and returns its entry with the first one's attributes.
+func (m *Mirror) enter(ents []Entry, ok []int) Entry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var o *mobj
+	id := ID(0)
+	for _, i := range ok {
+		if mid, found := m.keys[i][ents[i].ID]; found {
+			id, o = mid, m.objs[mid]
+			break
+		}
+	}
+	if o == nil {
+		id = m.nextID
+		m.nextID++
+		o = &mobj{sub: make([]ID, len(m.dirs))}
+		m.objs[id] = o
+	}
+	o.refs++
+	for _, i := range ok {
+		switch o.sub[i] {
+		case 0:
+			o.sub[i] = ents[i].ID
+			m.keys[i][ents[i].ID] = id
+		default:
+			// The object already holds a reference in this mirror.
+			m.trees[i].Forget(ents[i].ID, 1)
+		}
+	}
+	return Entry{ID: id, Attr: ents[ok[0]].Attr}
+}
+
+func (m *Mirror) Lookup(parent ID, name string) (Entry, error) {
+	if hidden(parent, name) {
+		return Entry{}, syscall.ENOENT
+	}
+	return m.entry(parent, func(i int, t Tree, p ID) (Entry, error) { return t.Lookup(p, name) })
+}
+
+// entry runs an operation that yields an entry on every healthy mirror
+// holding parent.
+func (m *Mirror) entry(parent ID, op func(i int, t Tree, p ID) (Entry, error)) (Entry, error) {
+	o, err := m.obj(parent)
+	if err != nil {
+		return Entry{}, err
+	}
+	ents := make([]Entry, len(m.dirs))
+	ok, err := m.fan(o, func(i int, p ID) (err error) {
+		ents[i], err = op(i, m.trees[i], p)
+		return err
+	})
+	if err != nil {
+		return Entry{}, err
+	}
+	return m.enter(ents, ok), nil
+}
+
+func (m *Mirror) Forget(id ID, n uint64) bool {
+	if id == RootID {
+		return false
+	}
+	m.mu.Lock()
+	o := m.objs[id]
+	if o == nil {
+		m.mu.Unlock()
+		return true
+	}
+	if o.refs > n {
+		o.refs -= n
+		m.mu.Unlock()
+		return false
+	}
+	delete(m.objs, id)
+	for i, s := range o.sub {
+		if s != 0 {
+			delete(m.keys[i], s)
+		}
+	}
+	m.mu.Unlock()
+	for i, s := range o.sub {
+		if s != 0 {
+			m.trees[i].Forget(s, 1)
+		}
+	}
+	return true
+}
+
+// first runs a read-only operation on the first healthy mirror holding
+// id, and on the next when it fails with EIO.
+func (m *Mirror) first(id ID, op func(t Tree, sub ID) error) error {
+	o, err := m.obj(id)
+	if err != nil {
+		return err
+	}
+	on := m.healthy(o)
+	err = syscall.EIO
+	for _, i := range on {
+		if err = op(m.trees[i], o.sub[i]); err != syscall.EIO {
+			return err
+		}
+		m.mu.Lock()
+		m.stats[i].Errors++
+		m.mu.Unlock()
+	}
+	return err
+}
+
+func (m *Mirror) Getattr(id ID) (st syscall.Stat_t, err error) {
+	err = m.first(id, func(t Tree, sub ID) (err error) { st, err = t.Getattr(sub); return err })
+	return st, err
+}
+
+func (m *Mirror) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
+	o, err := m.obj(id)
+	if err != nil {
+		return syscall.Stat_t{}, err
+	}
+	sts := make([]syscall.Stat_t, len(m.dirs))
+	ok, err := m.fan(o, func(i int, sub ID) (err error) {
+		var sf *File
+		if f != nil && f.set != nil {
+			if sf = f.set.files[i]; sf == nil {
+				return syscall.EBADF
+			}
+		}
+		sts[i], err = m.trees[i].Setattr(sub, sf, set)
+		return err
+	})
+	if err != nil {
+		return syscall.Stat_t{}, err
+	}
+	return sts[ok[0]], nil
+}
+
+func (m *Mirror) Readlink(id ID) (b []byte, err error) {
+	err = m.first(id, func(t Tree, sub ID) (err error) { b, err = t.Readlink(sub); return err })
+	return b, err
+}
+
+func (m *Mirror) Mknod(c *Cred, parent ID, name string, mode, dev uint32) (Entry, error) {
+	if hidden(parent, name) {
+		return Entry{}, syscall.EPERM
+	}
+	return m.entry(parent, func(_ int, t Tree, p ID) (Entry, error) { return t.Mknod(c, p, name, mode, dev) })
+}
+
+func (m *Mirror) Mkdir(c *Cred, parent ID, name string, mode uint32) (Entry, error) {
+	if hidden(parent, name) {
+		return Entry{}, syscall.EPERM
+	}
+	return m.entry(parent, func(_ int, t Tree, p ID) (Entry, error) { return t.Mkdir(c, p, name, mode) })
+}
+
+func (m *Mirror) Symlink(c *Cred, parent ID, name, target string) (Entry, error) {
+	if hidden(parent, name) {
+		return Entry{}, syscall.EPERM
+	}
+	return m.entry(parent, func(_ int, t Tree, p ID) (Entry, error) { return t.Symlink(c, p, name, target) })
+}
+
+func (m *Mirror) Link(c *Cred, id, parent ID, name string) (Entry, error) {
+	if hidden(parent, name) {
+		return Entry{}, syscall.EPERM
+	}
+	o, err := m.obj(id)
+	if err != nil {
+		return Entry{}, err
+	}
+	return m.entry(parent, func(i int, t Tree, p ID) (Entry, error) {
+		if o.sub[i] == 0 {
+			return Entry{}, syscall.ENOENT
+		}
+		return t.Link(c, o.sub[i], p, name)
+	})
+}
+
+// change runs a namespace change on every healthy mirror holding parent.
+func (m *Mirror) change(parent ID, op func(t Tree, p ID) error) error {
+	o, err := m.obj(parent)
+	if err != nil {
+		return err
+	}
+	_, err = m.fan(o, func(i int, p ID) error { return op(m.trees[i], p) })
+	return err
+}
+
+func (m *Mirror) Unlink(parent ID, name string) error {
+	if hidden(parent, name) {
+		return syscall.ENOENT
+	}
+	return m.change(parent, func(t Tree, p ID) error { return t.Unlink(p, name) })
+}
+
+func (m *Mirror) Rmdir(parent ID, name string) error {
+	if hidden(parent, name) {
+		return syscall.ENOENT
+	}
+	return m.change(parent, func(t Tree, p ID) error { return t.Rmdir(p, name) })
+}
+
+func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, flags uint32) error {
+	if hidden(parent, name) || hidden(newParent, newName) {
+		return syscall.EPERM
+	}
+	np, err := m.obj(newParent)
+	if err != nil {
+		return err
+	}
+	o, err := m.obj(parent)
+	if err != nil {
+		return err
+	}
+	_, err = m.fan(o, func(i int, p ID) error {
+		if np.sub[i] == 0 {
+			return syscall.ENOENT
+		}
+		return m.trees[i].Rename(p, name, np.sub[i], newName, flags)
+	})
+	return err
+}
+
+// opened makes the set's file of per-mirror files.
+func (m *Mirror) opened(files []*File, ok []int) *File {
+	set := &fileSet{m: m, files: files}
+	for i, f := range files {
+		if f != nil && !slices.Contains(ok, i) {
+			f.Close()
+			files[i] = nil
+		}
+	}
+	return &File{fd: files[ok[0]].fd, set: set}
+}
+
+func (m *Mirror) Create(c *Cred, parent ID, name string, flags, mode uint32) (Entry, *File, error) {
+	if hidden(parent, name) {
+		return Entry{}, nil, syscall.EPERM
+	}
+	return m.create(parent, func(t Tree, p ID) (Entry, *File, error) { return t.Create(c, p, name, flags, mode) })
+}
+
+func (m *Mirror) Tmpfile(c *Cred, parent ID, flags, mode uint32) (Entry, *File, error) {
+	return m.create(parent, func(t Tree, p ID) (Entry, *File, error) { return t.Tmpfile(c, p, flags, mode) })
+}
+
+func (m *Mirror) create(parent ID, op func(t Tree, p ID) (Entry, *File, error)) (Entry, *File, error) {
+	o, err := m.obj(parent)
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	ents := make([]Entry, len(m.dirs))
+	files := make([]*File, len(m.dirs))
+	ok, err := m.fan(o, func(i int, p ID) (err error) {
+		ents[i], files[i], err = op(m.trees[i], p)
+		return err
+	})
+	if err != nil {
+		return Entry{}, nil, err
+	}
+	return m.enter(ents, ok), m.opened(files, ok), nil
+}
+
+func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
+	o, err := m.obj(id)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]*File, len(m.dirs))
+	ok, err := m.fan(o, func(i int, sub ID) (err error) {
+		files[i], err = m.trees[i].Open(sub, flags)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m.opened(files, ok), nil
+}
+
+func (m *Mirror) OpenDir(id ID) (d *Dir, err error) {
+	err = m.first(id, func(t Tree, sub ID) (err error) { d, err = t.OpenDir(sub); return err })
+	if err == nil && id == RootID {
+		d.hide = StateFile
+	}
+	return d, err
+}
+
+func (m *Mirror) Statfs(id ID) (st syscall.Statfs_t, err error) {
+	err = m.first(id, func(t Tree, sub ID) (err error) { st, err = t.Statfs(sub); return err })
+	return st, err
+}
+
+func (m *Mirror) Getxattr(id ID, name string, dest []byte) (n int, err error) {
+	err = m.first(id, func(t Tree, sub ID) (err error) { n, err = t.Getxattr(sub, name, dest); return err })
+	return n, err
+}
+
+func (m *Mirror) Listxattr(id ID, dest []byte) (n int, err error) {
+	err = m.first(id, func(t Tree, sub ID) (err error) { n, err = t.Listxattr(sub, dest); return err })
+	return n, err
+}
+
+func (m *Mirror) Setxattr(id ID, name string, data []byte, flags int) error {
+	return m.change(id, func(t Tree, sub ID) error { return t.Setxattr(sub, name, data, flags) })
+}
+
+func (m *Mirror) Removexattr(id ID, name string) error {
+	return m.change(id, func(t Tree, sub ID) error { return t.Removexattr(sub, name) })
+}
+
+// As runs fn with the caller's credentials (the mirrors share the
+// process's).
+func (m *Mirror) As(c *Cred, fn func() error) error { return m.trees[0].As(c, fn) }
+
+func (m *Mirror) Close() error {
+	var first error
+	for _, t := range m.trees {
+		if err := t.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (m *Mirror) String() string { return strings.Join(m.dirs, ",") }
+
+// fileSet is an open file of a mirror set: one file per mirror.
+type fileSet struct {
+	m     *Mirror
+	files []*File // per mirror; nil where not open
+}
+
+// readAt reads from the mirror the policy picks, and from the others in
+// turn when that fails.
+func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
+	m := s.m
+	r := mirror.Read{PID: pid, Off: off, Len: int64(len(p))}
+	tried := make([]bool, len(s.files))
+	var err error
+	for {
+		m.mu.Lock()
+		i, k := -1, -1
+		if len(m.live) > 0 {
+			k = m.policy.Pick(m.now(), r)
+			i = m.live[k]
+		}
+		if i < 0 || tried[i] || s.files[i] == nil {
+			// The policy's pick is out: the next healthy mirror not tried.
+			i, k = -1, -1
+			for kk, j := range m.live {
+				if !tried[j] && s.files[j] != nil {
+					i, k = j, kk
+					break
+				}
+			}
+		}
+		if i < 0 {
+			m.mu.Unlock()
+			if err == nil {
+				err = syscall.EIO
+			}
+			return 0, err
+		}
+		tried[i] = true
+		start := m.now()
+		m.policy.Started(start, k, r)
+		m.stats[i].Inflight++
+		name := m.name
+		m.mu.Unlock()
+
+		n, rerr := s.files[i].ReadAt(p, off)
+
+		m.mu.Lock()
+		end := m.now()
+		st := &m.stats[i]
+		st.Inflight--
+		st.Reads++
+		st.Bytes += int64(n)
+		m.decay(i, end, end-start)
+		// The policy may have been switched (or rebuilt) meanwhile.
+		if m.name == name && k < len(m.live) && m.live[k] == i {
+			m.policy.Done(end, k, start, rerr)
+		}
+		if rerr == nil {
+			m.mu.Unlock()
+			return n, nil
+		}
+		st.Errors++
+		m.mu.Unlock()
+		err = rerr
+		m.log("mirror %s: read failed (%v), trying another", m.dirs[i], rerr)
+	}
+}
+
+// decay folds a read time into mirror i's latency average. Called with
+// m.mu held.
+func (m *Mirror) decay(i int, now, d int64) {
+	st := &m.stats[i]
+	if st.Latency == 0 {
+		st.Latency, m.sample[i] = d, now
+		return
+	}
+	w := float64(now-m.sample[i]) / float64(mirror.DecayTime)
+	w = min(w, 1)
+	st.Latency += int64(float64(d-st.Latency) * w)
+	m.sample[i] = now
+}
+
+// each runs op on every healthy mirror's file and sorts out the outcome
+// as fan does.
+func (s *fileSet) each(op func(f *File) error) error {
+	m := s.m
+	m.mu.Lock()
+	var on []int
+	for _, i := range m.live {
+		if s.files[i] != nil {
+			on = append(on, i)
+		}
+	}
+	m.mu.Unlock()
+	if len(on) == 0 {
+		return syscall.EIO
+	}
+	errs := make([]error, len(on))
+	done := 0
+	for k, i := range on {
+		if errs[k] = op(s.files[i]); errs[k] == nil {
+			done++
+		}
+	}
+	if done == 0 {
+		return errs[0]
+	}
+	for k, i := range on {
+		if errs[k] != nil {
+			m.failed(i, errs[k])
+		}
+	}
+	return nil
+}
+
+// primary is the first healthy mirror's file.
+func (s *fileSet) primary() *File {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	for _, i := range s.m.live {
+		if s.files[i] != nil {
+			return s.files[i]
+		}
+	}
+	return nil
+}
