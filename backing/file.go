@@ -13,6 +13,7 @@ type File struct {
 	fd      int
 	release func()
 	set     *fileSet // a mirror set's file: the methods go to its mirrors
+	faults  *Faults  // injected before each read, write and sync; nil for none
 }
 
 // Fd is the descriptor of the open file, for splicing and passthrough
@@ -45,6 +46,11 @@ func (f *File) ReadAtFor(pid int, p []byte, off int64) (int, error) {
 	if f.set != nil {
 		return f.set.readAt(pid, p, off)
 	}
+	if f.faults != nil {
+		if err := f.faults.read(); err != nil {
+			return 0, err
+		}
+	}
 	n, err := unix.Pread(f.fd, p, off)
 	return max(n, 0), err
 }
@@ -64,6 +70,11 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 			return n, err
 		}
 		return len(p), nil
+	}
+	if f.faults != nil {
+		if err := f.faults.write(); err != nil {
+			return 0, err
+		}
 	}
 	done := 0
 	for done < len(p) {
@@ -101,6 +112,11 @@ func (f *File) Stat() (syscall.Stat_t, error) {
 func (f *File) Sync(dataOnly bool) error {
 	if f.set != nil {
 		return f.set.each(func(f *File) error { return f.Sync(dataOnly) })
+	}
+	if f.faults != nil {
+		if err := f.faults.write(); err != nil {
+			return err
+		}
 	}
 	if dataOnly {
 		return unix.Fdatasync(f.fd)

@@ -19,6 +19,9 @@ type LocalOptions struct {
 	// (open files, operations in progress) are not counted against it and
 	// never closed under it. The default is 1024.
 	MaxOpen int
+	// Faults, when not nil, is injected into the I/O of every file the
+	// tree opens.
+	Faults *Faults
 }
 
 // Local is a Tree over a directory. It holds each object by a file handle
@@ -642,7 +645,7 @@ func (t *Local) enterOpen(fd int) (Entry, *File, error) {
 		if e, ok := t.enterHandle(&st, fh, mountID); ok {
 			// The open file keeps the object alive, and its handle reaches
 			// it even once it has no name.
-			return e, &File{fd: fd}, nil
+			return e, &File{fd: fd, faults: t.opts.Faults}, nil
 		}
 	}
 	pfd, err := unix.Open(procPath(fd), unix.O_PATH|unix.O_CLOEXEC, 0)
@@ -661,7 +664,7 @@ func (t *Local) enterOpen(fd int) (Entry, *File, error) {
 		t.Forget(e.ID, 1)
 		return Entry{}, nil, err
 	}
-	return e, &File{fd: fd, release: func() { t.release(in) }}, nil
+	return e, &File{fd: fd, release: func() { t.release(in) }, faults: t.opts.Faults}, nil
 }
 
 func (t *Local) Open(id ID, flags uint32) (*File, error) {
@@ -674,7 +677,7 @@ func (t *Local) Open(id ID, flags uint32) (*File, error) {
 		t.release(in)
 		return nil, err
 	}
-	return &File{fd: fd, release: func() { t.release(in) }}, nil
+	return &File{fd: fd, release: func() { t.release(in) }, faults: t.opts.Faults}, nil
 }
 
 func (t *Local) OpenDir(id ID) (*Dir, error) {

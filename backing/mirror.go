@@ -52,6 +52,9 @@ type MirrorOptions struct {
 	Now func() int64
 	// Log reports a mirror turning stale; nil for none.
 	Log func(format string, args ...any)
+	// Faults, when not nil, holds per mirror the faults injected into its
+	// file I/O (nil entries for none).
+	Faults []*Faults
 }
 
 // Mirror is a Tree over directories holding the same content. Reads go to
@@ -149,8 +152,12 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 	if err := m.compare(); err != nil {
 		return nil, err
 	}
-	for _, dir := range dirs {
-		t, err := NewLocal(dir, opts.LocalOptions)
+	for i, dir := range dirs {
+		lo := opts.LocalOptions
+		if i < len(opts.Faults) {
+			lo.Faults = opts.Faults[i]
+		}
+		t, err := NewLocal(dir, lo)
 		if err != nil {
 			m.Close()
 			return nil, fmt.Errorf("mirror %s: %v", dir, err)
@@ -786,9 +793,11 @@ func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
 			return n, nil
 		}
 		st.Errors++
+		if st.Errors&(st.Errors-1) == 0 {
+			m.log("mirror %s: read failed (%v), served by another; %d failures so far", m.dirs[i], rerr, st.Errors)
+		}
 		m.mu.Unlock()
 		err = rerr
-		m.log("mirror %s: read failed (%v), trying another", m.dirs[i], rerr)
 	}
 }
 

@@ -41,6 +41,9 @@ type Options struct {
 	// ReadPolicy is a mirror set's read policy (mirror.Names). The
 	// default is mirror.Default.
 	ReadPolicy string
+	// MirrorFaults, for tests and fault drills, injects faults into each
+	// mirror's file I/O (see backing.Faults); nil entries for none.
+	MirrorFaults []*backing.Faults
 	// Mountpoint is where the file system appears. Required.
 	Mountpoint string
 	// Limits are the initial per-group limits, applied in order.
@@ -183,7 +186,7 @@ func Mount(opts Options) (*FS, error) {
 	if len(opts.Mirrors) > 0 {
 		f.opts.Passthrough = false
 		f.mirrors, err = backing.NewMirror(opts.Mirrors, backing.MirrorOptions{
-			LocalOptions: lopts, Policy: opts.ReadPolicy,
+			LocalOptions: lopts, Policy: opts.ReadPolicy, Faults: opts.MirrorFaults,
 			Now: func() int64 { return int64(time.Since(f.epoch)) },
 			Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "sluice: "+format+"\n", args...) },
 		})

@@ -1,0 +1,63 @@
+package backing
+
+import (
+	"sync"
+	"time"
+)
+
+// Faults injects latency and errors into the file I/O of a tree: the
+// stand-in for a slow or failing disk in tests and fault drills. Every
+// file a tree opened with LocalOptions.Faults consults it before each
+// read, write and sync. The zero value injects nothing; the setters may
+// be called at any time, from any goroutine.
+type Faults struct {
+	mu                    sync.Mutex
+	readDelay, writeDelay time.Duration
+	readErr, writeErr     error
+	reads, writes         int64 // operations that failed by injection
+}
+
+// SetRead makes each read wait d and then fail with err (nil: succeed).
+func (f *Faults) SetRead(d time.Duration, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.readDelay, f.readErr = d, err
+}
+
+// SetWrite makes each write and sync wait d and then fail with err (nil:
+// succeed).
+func (f *Faults) SetWrite(d time.Duration, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writeDelay, f.writeErr = d, err
+}
+
+// Failed returns how many reads and writes (syncs included) failed by
+// injection.
+func (f *Faults) Failed() (reads, writes int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads, f.writes
+}
+
+func (f *Faults) read() error {
+	f.mu.Lock()
+	d, err := f.readDelay, f.readErr
+	if err != nil {
+		f.reads++
+	}
+	f.mu.Unlock()
+	time.Sleep(d)
+	return err
+}
+
+func (f *Faults) write() error {
+	f.mu.Lock()
+	d, err := f.writeDelay, f.writeErr
+	if err != nil {
+		f.writes++
+	}
+	f.mu.Unlock()
+	time.Sleep(d)
+	return err
+}

@@ -1,0 +1,330 @@
+package fsys
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"sluice/backing"
+	"sluice/group"
+	"sluice/stack"
+)
+
+// mirrorSet makes n mirror directories holding the same content, and a
+// mount point, all reachable by other users: files seed0..seed3 (1 MiB
+// each, the same bytes in every mirror), a directory pub writable by all,
+// and a file only root may read.
+func mirrorSet(t *testing.T, n int) (dirs []string, mnt string, seeds [][]byte) {
+	t.Helper()
+	dir, _, mnt := mountDirs(t)
+	for i := range 4 {
+		b := make([]byte, 1<<20)
+		for j := range b {
+			b[j] = byte(j*7 + i*13 + j>>12)
+		}
+		seeds = append(seeds, b)
+	}
+	for i := range n {
+		d := filepath.Join(dir, fmt.Sprintf("m%d", i))
+		if err := os.MkdirAll(filepath.Join(d, "pub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(d, 0o755)
+		os.Chmod(filepath.Join(d, "pub"), 0o777)
+		for k, b := range seeds {
+			if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("seed%d", k)), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(d, "secret"), []byte("root only"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	return dirs, mnt, seeds
+}
+
+func mirrorOpts(dirs []string, mnt, policy string, faults []*backing.Faults) Options {
+	opts := Options{Mirrors: dirs, Mountpoint: mnt, ReadPolicy: policy, MirrorFaults: faults, AllowOther: true}
+	opts.Options.Options = stack.DefaultOptions()
+	// uid 1001 is limited, below its limit, and served with direct I/O:
+	// its reads are the engine's device reads; root's go straight to the
+	// backing files.
+	opts.Rules = []group.Rule{{Group: "t", UID: ptr(uint32(1001))}}
+	opts.CacheMode = CacheDirect
+	return opts
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// readWholeAs reads path whole as uid id, with O_DIRECT when direct (so each
+// read reaches sluice), returning the bytes and the error.
+func readWholeAs(id int, path string, direct bool) (got []byte, err error) {
+	runAs(id, func() {
+		flags := os.O_RDONLY
+		if direct {
+			flags |= syscall.O_DIRECT
+		}
+		var f *os.File
+		if f, err = os.OpenFile(path, flags, 0); err != nil {
+			return
+		}
+		defer f.Close()
+		// Aligned, as O_DIRECT needs.
+		raw := make([]byte, 64<<10+4096)
+		off := (4096 - int(uintptr(unsafe.Pointer(&raw[0]))%4096)) % 4096
+		buf := raw[off : off+64<<10]
+		for {
+			n, rerr := f.Read(buf)
+			got = append(got, buf[:n]...)
+			if rerr == io.EOF {
+				return
+			}
+			if rerr != nil {
+				err = rerr
+				return
+			}
+		}
+	})
+	return got, err
+}
+
+// errnoOf is the errno inside err.
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	errors.As(err, &e)
+	return e
+}
+
+func stateOf(t *testing.T, f *FS) []string {
+	t.Helper()
+	var out []string
+	for _, m := range f.Mirrors().Stats() {
+		out = append(out, m.State)
+	}
+	return out
+}
+
+// TestMirrorMount serves two and three mirrors: what a second uid gets is
+// what it gets from a mirror directly; writes reach every mirror; a mirror
+// failing reads costs the application nothing; a mirror failing writes
+// turns stale, is left alone, and stays stale over a restart; the last
+// healthy mirror's failures are the application's.
+func TestMirrorMount(t *testing.T) {
+	needFUSE(t)
+	for _, n := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d mirrors", n), func(t *testing.T) {
+			dirs, mnt, seeds := mirrorSet(t, n)
+			faults := make([]*backing.Faults, n)
+			for i := range faults {
+				faults[i] = &backing.Faults{}
+			}
+			opts := mirrorOpts(dirs, mnt, "roundrobin", faults)
+			f, unmount := serve(t, opts)
+			defer unmount()
+
+			// Permissions as on a mirror itself.
+			_, direct := readWholeAs(1001, filepath.Join(dirs[0], "secret"), false)
+			_, through := readWholeAs(1001, filepath.Join(mnt, "secret"), false)
+			if direct == nil || !errors.Is(through, errnoOf(direct)) {
+				t.Errorf("uid 1001 reading a root-only file: %v through the mount, %v on the mirror", through, direct)
+			}
+			if _, err := os.Stat(filepath.Join(mnt, backing.StateFile)); !os.IsNotExist(err) {
+				t.Errorf("the state file is visible through the mount: %v", err)
+			}
+
+			// Reads by a limited and an unlimited uid, spread over every
+			// mirror (roundrobin).
+			for _, id := range []int{1001, 0} {
+				got, err := readWholeAs(id, filepath.Join(mnt, "seed0"), true)
+				if err != nil || !bytes.Equal(got, seeds[0]) {
+					t.Fatalf("uid %d read seed0: %d bytes, %v; want the mirrors' %d", id, len(got), err, len(seeds[0]))
+				}
+			}
+			for i, m := range f.Mirrors().Stats() {
+				if m.Reads == 0 || m.State != backing.Healthy {
+					t.Errorf("mirror %d after reading: %+v; want reads, healthy", i, m)
+				}
+			}
+
+			// A written file lands in every mirror, owned by the writer.
+			data := bytes.Repeat([]byte("mirrored "), 100000)
+			var werr error
+			runAs(1001, func() { werr = os.WriteFile(filepath.Join(mnt, "pub", "w"), data, 0o644) })
+			if werr != nil {
+				t.Fatal(werr)
+			}
+			for _, d := range dirs {
+				got, err := os.ReadFile(filepath.Join(d, "pub", "w"))
+				var st syscall.Stat_t
+				syscall.Stat(filepath.Join(d, "pub", "w"), &st)
+				if err != nil || !bytes.Equal(got, data) || st.Uid != 1001 {
+					t.Errorf("%s/pub/w: %d bytes (%v), uid %d; want %d bytes, uid 1001", d, len(got), err, st.Uid, len(data))
+				}
+			}
+
+			// Every mirror but the last fails its reads: the application
+			// sees none of it.
+			for _, fl := range faults[:n-1] {
+				fl.SetRead(0, syscall.EIO)
+			}
+			for _, id := range []int{1001, 0} {
+				got, err := readWholeAs(id, filepath.Join(mnt, fmt.Sprintf("seed%d", 1+id%2)), true)
+				if err != nil || !bytes.Equal(got, seeds[1+id%2]) {
+					t.Errorf("uid %d read with failing mirrors: %d bytes, %v", id, len(got), err)
+				}
+			}
+			for i, fl := range faults[:n-1] {
+				fl.SetRead(0, nil)
+				r, _ := fl.Failed()
+				m := f.Mirrors().Stats()[i]
+				if r == 0 || m.Errors < r || m.State != backing.Healthy {
+					t.Errorf("mirror %d: %d injected read errors, stats %+v; want them counted, healthy", i, r, m)
+				}
+			}
+
+			// The last mirror fails writes: the write succeeds on the
+			// others, and that mirror turns stale and gets no more.
+			faults[n-1].SetWrite(0, syscall.EIO)
+			data2 := bytes.Repeat([]byte("after "), 50000)
+			runAs(1001, func() { werr = os.WriteFile(filepath.Join(mnt, "pub", "after"), data2, 0o644) })
+			if werr != nil {
+				t.Fatalf("write with one mirror failing: %v", werr)
+			}
+			faults[n-1].SetWrite(0, nil)
+			if s := stateOf(t, f); s[n-1] != backing.Stale {
+				t.Fatalf("mirror states %v: the mirror failing writes is not stale", s)
+			}
+			runAs(1001, func() { werr = os.WriteFile(filepath.Join(mnt, "pub", "later"), data2, 0o644) })
+			if werr != nil {
+				t.Fatal(werr)
+			}
+			if _, err := os.Stat(filepath.Join(dirs[n-1], "pub", "later")); !os.IsNotExist(err) {
+				t.Errorf("a stale mirror got a new file: %v", err)
+			}
+			before := f.Mirrors().Stats()[n-1].Reads
+			for k := range 4 {
+				got, err := readWholeAs(1001, filepath.Join(mnt, fmt.Sprintf("seed%d", k)), true)
+				if err != nil || !bytes.Equal(got, seeds[k]) {
+					t.Errorf("read after a mirror went stale: %v", err)
+				}
+			}
+			if after := f.Mirrors().Stats()[n-1].Reads; after != before {
+				t.Errorf("a stale mirror served %d reads", after-before)
+			}
+
+			// The last healthy mirror is never marked stale.
+			if n == 2 {
+				faults[0].SetWrite(0, syscall.ENOSPC)
+				runAs(1001, func() { werr = os.WriteFile(filepath.Join(mnt, "pub", "none"), data2, 0o644) })
+				faults[0].SetWrite(0, nil)
+				if werr == nil {
+					t.Error("a write failing on the last healthy mirror succeeded")
+				}
+				if s := stateOf(t, f); s[0] != backing.Healthy {
+					t.Errorf("the last healthy mirror was marked stale: %v", s)
+				}
+			}
+
+			// A restart keeps the stale mirror stale.
+			unmount()
+			opts.MirrorFaults = nil
+			f2, unmount2 := serve(t, opts)
+			defer unmount2()
+			if s := stateOf(t, f2); s[n-1] != backing.Stale || s[0] != backing.Healthy {
+				t.Errorf("after a restart mirror states are %v; want the last stale", s)
+			}
+			got, err := readWholeAs(1001, filepath.Join(mnt, "pub", "after"), true)
+			if err != nil || !bytes.Equal(got, data2) {
+				t.Errorf("after a restart: %d bytes, %v", len(got), err)
+			}
+		})
+	}
+}
+
+// TestMirrorVerify: fio writes and verifies through a mirror set while one
+// mirror starts failing writes half-way: no mismatch, no error, and the
+// failing mirror ends stale.
+func TestMirrorVerify(t *testing.T) {
+	needFUSE(t)
+	if _, err := exec.LookPath("fio"); err != nil {
+		t.Skip("skipping: no fio")
+	}
+	dirs, mnt, _ := mirrorSet(t, 2)
+	faults := []*backing.Faults{{}, {}}
+	f, unmount := serve(t, mirrorOpts(dirs, mnt, "adaptive", faults))
+	defer unmount()
+	work := t.TempDir()
+	os.Chmod(work, 0o777)
+	cmd := exec.Command("fio", "--name=v", "--filename="+filepath.Join(mnt, "pub", "v"),
+		"--size=32M", "--bsrange=4k-256k", "--rw=randwrite", "--verify=crc32c", "--verify_fatal=1",
+		"--verify_state_save=0", "--output-format=terse", "--direct=1")
+	cmd.Dir = work
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once a few MiB are written, mirror 1 fails every write.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, err := os.Stat(filepath.Join(dirs[1], "pub", "v")); err == nil && st.Size() >= 4<<20 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	faults[1].SetWrite(0, syscall.EIO)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("fio: %v\n%s", err, out.String())
+	}
+	if _, w := faults[1].Failed(); w == 0 {
+		t.Fatal("fio finished before mirror 1 failed a write; the test did not test")
+	}
+	if s := stateOf(t, f); s[1] != backing.Stale || s[0] != backing.Healthy {
+		t.Errorf("mirror states %v; want healthy, stale", s)
+	}
+}
+
+// TestMirrorSlow: with the adaptive policy, random reads leave a mirror
+// that turned 100× slower, and come back once it has recovered.
+func TestMirrorSlow(t *testing.T) {
+	needFUSE(t)
+	if _, err := exec.LookPath("fio"); err != nil {
+		t.Skip("skipping: no fio")
+	}
+	dirs, mnt, _ := mirrorSet(t, 2)
+	faults := []*backing.Faults{{}, {}}
+	f, unmount := serve(t, mirrorOpts(dirs, mnt, "adaptive", faults))
+	defer unmount()
+	share := func(d time.Duration) float64 {
+		before := f.Mirrors().Stats()
+		cmd := exec.Command("fio", "--name=r", "--filename="+filepath.Join(mnt, "seed3"), "--rw=randread",
+			"--bs=4k", "--direct=1", "--numjobs=4", "--time_based", fmt.Sprintf("--runtime=%dms", d.Milliseconds()),
+			"--output-format=terse")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("fio: %v\n%s", err, out)
+		}
+		after := f.Mirrors().Stats()
+		r0, r1 := after[0].Reads-before[0].Reads, after[1].Reads-before[1].Reads
+		t.Logf("reads: mirror 0 %d, mirror 1 %d", r0, r1)
+		return float64(r0) / float64(r0+r1)
+	}
+	faults[0].SetRead(5*time.Millisecond, nil)
+	if s := share(2 * time.Second); s > 0.1 {
+		t.Errorf("mirror 0, 5 ms slower per read, served %.2f of the reads; want ≤ 0.10", s)
+	}
+	faults[0].SetRead(0, nil)
+	share(time.Second) // it is probed and found fast again
+	if s := share(2 * time.Second); s < 0.3 || s > 0.7 {
+		t.Errorf("after mirror 0 recovered it served %.2f of the reads; want 0.5 ± 0.2", s)
+	}
+}
