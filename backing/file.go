@@ -170,16 +170,8 @@ func (f *File) Seek(off int64, whence int) (int64, error) {
 // Close closes the file.
 func (f *File) Close() error {
 	if f.set != nil {
-		var first error
-		for _, sf := range f.set.files {
-			if sf != nil {
-				if err := sf.Close(); err != nil && first == nil {
-					first = err
-				}
-			}
-		}
 		f.fd = -1
-		return first
+		return f.set.close()
 	}
 	err := unix.Close(f.fd)
 	f.fd = -1

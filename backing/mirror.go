@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"sluice/mirror"
 )
 
@@ -40,6 +42,8 @@ type MirrorStats struct {
 	// Latency is a decaying average of its read times, ns (time constant
 	// mirror.DecayTime); 0 before its first read.
 	Latency int64 `json:"latency_ns"`
+	// Resynced is how many bytes the last resync copied to it.
+	Resynced int64 `json:"resynced_bytes"`
 }
 
 // MirrorOptions configure NewMirror.
@@ -75,16 +79,24 @@ type Mirror struct {
 	now   func() int64
 	log   func(string, ...any)
 
-	mu     sync.Mutex
-	stale  []bool
-	policy mirror.Policy
-	name   string
-	live   []int // healthy mirrors, in order: the policy's indices
-	stats  []MirrorStats
-	sample []int64 // when stats[i].Latency was last updated
-	objs   map[ID]*mobj
-	keys   []map[ID]ID // per mirror: its object's ID -> the set's ID
-	nextID ID
+	// wmu is held shared by every operation that changes the set or
+	// its objects, and exclusively by a resync's last pass.
+	wmu sync.RWMutex
+
+	mu         sync.Mutex
+	stale      []bool
+	copying    []bool // being resynced
+	resyncing  bool
+	lastResync string
+	open       map[*fileSet]struct{}
+	policy     mirror.Policy
+	name       string
+	live       []int // healthy mirrors, in order: the policy's indices
+	stats      []MirrorStats
+	sample     []int64 // when stats[i].Latency was last updated
+	objs       map[ID]*mobj
+	keys       []map[ID]ID // per mirror: its object's ID -> the set's ID
+	nextID     ID
 }
 
 type mobj struct {
@@ -119,7 +131,8 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 	}
 	m := &Mirror{
 		dirs: dirs, now: opts.Now, log: opts.Log, name: opts.Policy,
-		stale:  make([]bool, len(dirs)),
+		stale: make([]bool, len(dirs)), copying: make([]bool, len(dirs)),
+		open:   map[*fileSet]struct{}{},
 		stats:  make([]MirrorStats, len(dirs)),
 		sample: make([]int64, len(dirs)),
 		objs:   map[ID]*mobj{RootID: {sub: make([]ID, len(dirs)), refs: 1}},
@@ -310,7 +323,10 @@ func (m *Mirror) Stats() []MirrorStats {
 	out := slices.Clone(m.stats)
 	for i := range out {
 		out[i].State = Healthy
-		if m.stale[i] {
+		switch {
+		case m.copying[i]:
+			out[i].State = Resyncing
+		case m.stale[i]:
 			out[i].State = Stale
 		}
 	}
@@ -334,6 +350,14 @@ func (m *Mirror) markStaleLocked(i int, err error) bool {
 	}
 	m.stale[i] = true
 	m.relive()
+	m.saveState()
+	m.log("mirror %s is stale (%v): no more reads or writes go to it", m.dirs[i], err)
+	return true
+}
+
+// saveState records which mirrors are stale in every healthy mirror's
+// StateFile. Called with m.mu held.
+func (m *Mirror) saveState() {
 	var ids []string
 	for j, s := range m.stale {
 		if s {
@@ -342,11 +366,9 @@ func (m *Mirror) markStaleLocked(i int, err error) bool {
 	}
 	for _, j := range m.live {
 		if werr := writeState(m.dirs[j], mirrorState{ID: m.self[j], Stale: ids}); werr != nil {
-			m.log("mirror %s: recording that %s is stale: %v", m.dirs[j], m.dirs[i], werr)
+			m.log("mirror %s: recording the set's state: %v", m.dirs[j], werr)
 		}
 	}
-	m.log("mirror %s is stale (%v): no more reads or writes go to it", m.dirs[i], err)
-	return true
 }
 
 // healthy returns the healthy mirrors holding o, in order.
@@ -449,6 +471,8 @@ func (m *Mirror) Lookup(parent ID, name string) (Entry, error) {
 // entry runs an operation that yields an entry on every healthy mirror
 // holding parent.
 func (m *Mirror) entry(parent ID, op func(i int, t Tree, p ID) (Entry, error)) (Entry, error) {
+	m.wmu.RLock()
+	defer m.wmu.RUnlock()
 	o, err := m.obj(parent)
 	if err != nil {
 		return Entry{}, err
@@ -468,6 +492,8 @@ func (m *Mirror) Forget(id ID, n uint64) bool {
 	if id == RootID {
 		return false
 	}
+	m.wmu.RLock()
+	defer m.wmu.RUnlock()
 	m.mu.Lock()
 	o := m.objs[id]
 	if o == nil {
@@ -520,6 +546,8 @@ func (m *Mirror) Getattr(id ID) (st syscall.Stat_t, err error) {
 }
 
 func (m *Mirror) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
+	m.wmu.RLock()
+	defer m.wmu.RUnlock()
 	o, err := m.obj(id)
 	if err != nil {
 		return syscall.Stat_t{}, err
@@ -571,7 +599,9 @@ func (m *Mirror) Link(c *Cred, id, parent ID, name string) (Entry, error) {
 	if hidden(parent, name) {
 		return Entry{}, syscall.EPERM
 	}
+	m.wmu.RLock()
 	o, err := m.obj(id)
+	m.wmu.RUnlock()
 	if err != nil {
 		return Entry{}, err
 	}
@@ -585,6 +615,8 @@ func (m *Mirror) Link(c *Cred, id, parent ID, name string) (Entry, error) {
 
 // change runs a namespace change on every healthy mirror holding parent.
 func (m *Mirror) change(parent ID, op func(t Tree, p ID) error) error {
+	m.wmu.RLock()
+	defer m.wmu.RUnlock()
 	o, err := m.obj(parent)
 	if err != nil {
 		return err
@@ -611,6 +643,8 @@ func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, fl
 	if hidden(parent, name) || hidden(newParent, newName) {
 		return syscall.EPERM
 	}
+	m.wmu.RLock()
+	defer m.wmu.RUnlock()
 	np, err := m.obj(newParent)
 	if err != nil {
 		return err
@@ -628,15 +662,19 @@ func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, fl
 	return err
 }
 
-// opened makes the set's file of per-mirror files.
-func (m *Mirror) opened(files []*File, ok []int) *File {
-	set := &fileSet{m: m, files: files}
+// opened makes the set's file of per-mirror files, of object o opened
+// with flags.
+func (m *Mirror) opened(o *mobj, flags uint32, files []*File, ok []int) *File {
+	set := &fileSet{m: m, obj: o, flags: flags, files: files}
 	for i, f := range files {
 		if f != nil && !slices.Contains(ok, i) {
 			f.Close()
 			files[i] = nil
 		}
 	}
+	m.mu.Lock()
+	m.open[set] = struct{}{}
+	m.mu.Unlock()
 	return &File{fd: files[ok[0]].fd, set: set}
 }
 
@@ -644,14 +682,16 @@ func (m *Mirror) Create(c *Cred, parent ID, name string, flags, mode uint32) (En
 	if hidden(parent, name) {
 		return Entry{}, nil, syscall.EPERM
 	}
-	return m.create(parent, func(t Tree, p ID) (Entry, *File, error) { return t.Create(c, p, name, flags, mode) })
+	return m.create(parent, flags, func(t Tree, p ID) (Entry, *File, error) { return t.Create(c, p, name, flags, mode) })
 }
 
 func (m *Mirror) Tmpfile(c *Cred, parent ID, flags, mode uint32) (Entry, *File, error) {
-	return m.create(parent, func(t Tree, p ID) (Entry, *File, error) { return t.Tmpfile(c, p, flags, mode) })
+	return m.create(parent, flags, func(t Tree, p ID) (Entry, *File, error) { return t.Tmpfile(c, p, flags, mode) })
 }
 
-func (m *Mirror) create(parent ID, op func(t Tree, p ID) (Entry, *File, error)) (Entry, *File, error) {
+func (m *Mirror) create(parent ID, flags uint32, op func(t Tree, p ID) (Entry, *File, error)) (Entry, *File, error) {
+	m.wmu.RLock()
+	defer m.wmu.RUnlock()
 	o, err := m.obj(parent)
 	if err != nil {
 		return Entry{}, nil, err
@@ -665,10 +705,16 @@ func (m *Mirror) create(parent ID, op func(t Tree, p ID) (Entry, *File, error)) 
 	if err != nil {
 		return Entry{}, nil, err
 	}
-	return m.enter(ents, ok), m.opened(files, ok), nil
+	e := m.enter(ents, ok)
+	m.mu.Lock()
+	obj := m.objs[e.ID]
+	m.mu.Unlock()
+	return e, m.opened(obj, flags&^(syscall.O_CREAT|syscall.O_EXCL|syscall.O_TRUNC|unix.O_TMPFILE), files, ok), nil
 }
 
 func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
+	m.wmu.RLock()
+	defer m.wmu.RUnlock()
 	o, err := m.obj(id)
 	if err != nil {
 		return nil, err
@@ -681,7 +727,7 @@ func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m.opened(files, ok), nil
+	return m.opened(o, flags&^syscall.O_TRUNC, files, ok), nil
 }
 
 func (m *Mirror) OpenDir(id ID) (d *Dir, err error) {
@@ -734,7 +780,28 @@ func (m *Mirror) String() string { return strings.Join(m.dirs, ",") }
 // fileSet is an open file of a mirror set: one file per mirror.
 type fileSet struct {
 	m     *Mirror
+	obj   *mobj   // the object open
+	flags uint32  // how, for opening it in a resynced mirror
 	files []*File // per mirror; nil where not open
+}
+
+// close closes every mirror's file and forgets the set.
+func (s *fileSet) close() error {
+	s.m.wmu.RLock()
+	defer s.m.wmu.RUnlock()
+	s.m.mu.Lock()
+	delete(s.m.open, s)
+	s.m.mu.Unlock()
+	var first error
+	for i, f := range s.files {
+		if f != nil {
+			if err := f.Close(); err != nil && first == nil {
+				first = err
+			}
+			s.files[i] = nil
+		}
+	}
+	return first
 }
 
 // readAt reads from the mirror the policy picks, and from the others in
@@ -819,6 +886,8 @@ func (m *Mirror) decay(i int, now, d int64) {
 // as fan does.
 func (s *fileSet) each(op func(f *File) error) error {
 	m := s.m
+	m.wmu.RLock()
+	defer m.wmu.RUnlock()
 	m.mu.Lock()
 	var on []int
 	for _, i := range m.live {

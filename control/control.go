@@ -36,6 +36,9 @@ type Status struct {
 	// ReadPolicy and Mirrors describe a mirror set; empty otherwise.
 	ReadPolicy string                `json:"read_policy,omitempty"`
 	Mirrors    []backing.MirrorStats `json:"mirrors,omitempty"`
+	// LastResync is how the last resync ended: "ok" or its error; empty
+	// before one has ended.
+	LastResync string `json:"last_resync,omitempty"`
 }
 
 // Target is what the server controls.
@@ -45,11 +48,15 @@ type Target interface {
 	// set's "read-policy=NAME". A non-empty note is a warning for the
 	// user (the change was applied).
 	Set(spec string) (note string, err error)
+	// Resync starts making a mirror set's stale mirrors equal again,
+	// copying at most rate bytes a second (0: no bound).
+	Resync(rate int64) error
 }
 
 type request struct {
 	Op    string `json:"op"`
 	Limit string `json:"limit,omitempty"`
+	Rate  int64  `json:"rate,omitempty"`
 }
 
 type response struct {
@@ -185,6 +192,12 @@ func (s *Server) handle(c *net.UnixConn) {
 			return
 		}
 		enc.Encode(response{Note: note})
+	case "resync":
+		if err := s.t.Resync(req.Rate); err != nil {
+			enc.Encode(response{Error: err.Error()})
+			return
+		}
+		enc.Encode(response{})
 	default:
 		enc.Encode(response{Error: fmt.Sprintf("unknown operation %q", req.Op)})
 	}
@@ -268,6 +281,13 @@ func Set(mountpoint, spec string) (note string, err error) {
 	return resp.Note, err
 }
 
+// Resync asks the mount at mountpoint to start resyncing its stale
+// mirrors at most rate bytes a second (0: no bound).
+func Resync(mountpoint string, rate int64) error {
+	_, err := call(mountpoint, request{Op: "resync", Rate: rate})
+	return err
+}
+
 // String renders the status as `sluice stat` prints it.
 func (s Status) String() string {
 	out := fmt.Sprintf("%s on %s (backing files read %s) at %s\n%s", s.Source, s.Mountpoint, s.Backing, s.Time.Format(time.RFC3339), s.Metrics.String())
@@ -282,5 +302,9 @@ func (s Status) String() string {
 			time.Duration(m.Latency).Round(time.Microsecond), m.Errors)
 	}
 	tw.Flush()
-	return fmt.Sprintf("%s\nmirrors (read policy %s):\n%s", out, s.ReadPolicy, b.String())
+	out = fmt.Sprintf("%s\nmirrors (read policy %s):\n%s", out, s.ReadPolicy, b.String())
+	if s.LastResync != "" {
+		out += "last resync: " + s.LastResync + "\n"
+	}
+	return out
 }

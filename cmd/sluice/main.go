@@ -19,6 +19,7 @@ Usage:
   sluice stat [--json] MOUNTPOINT          per-group counters of a running mount
   sluice set MOUNTPOINT 'GROUP KEY=VALUE...'  change a group's limits live
   sluice set MOUNTPOINT read-policy=NAME   switch a mirror set's read policy
+  sluice resync [--rate SIZE] MOUNTPOINT   make a mirror set's stale mirrors equal again
   sluice sim [flags] SCENARIO.toml         run a scenario on virtual time
   sluice help [COMMAND]                    this text, or a command's flags
 
@@ -44,6 +45,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdStat(rest, stdout, stderr)
 	case "set":
 		err = cmdSet(rest, stdout, stderr)
+	case "resync":
+		err = cmdResync(rest, stdout, stderr)
 	case "sim":
 		err = cmdSim(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -80,6 +83,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		fs, _ = statFlags()
 	case "set":
 		fs = setFlags()
+	case "resync":
+		fs, _, _ = resyncFlags()
 	case "sim":
 		fs, _ = simFlags()
 	default:

@@ -280,9 +280,17 @@ func (t target) Status() control.Status {
 	}
 	if ms := t.m.Mirrors(); ms != nil {
 		st.Source = strings.Join(t.opts.Mirrors, ":")
-		st.ReadPolicy, st.Mirrors = ms.Policy(), ms.Stats()
+		st.ReadPolicy, st.Mirrors, st.LastResync = ms.Policy(), ms.Stats(), ms.LastResync()
 	}
 	return st
+}
+
+func (t target) Resync(rate int64) error {
+	ms := t.m.Mirrors()
+	if ms == nil {
+		return errors.New("this mount serves no mirror set: nothing to resync")
+	}
+	return ms.StartResync(rate)
 }
 
 func (t target) Set(spec string) (string, error) {

@@ -7,7 +7,9 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
+	"sluice/backing"
 	"sluice/control"
 	"sluice/group"
 	"sluice/mirror"
@@ -108,4 +110,73 @@ func cmdSet(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+func resyncFlags() (*flag.FlagSet, *sizeFlag, *bool) {
+	fs := flag.NewFlagSet("resync", flag.ContinueOnError)
+	rate := sizeFlag(0)
+	fs.Var(&rate, "rate", "copy at most this many bytes a second (0: as fast as the disks go)")
+	wait := fs.Bool("wait", true, "print progress every second until the resync ends, and fail if it failed")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: sluice resync [--rate SIZE] [--wait=false] MOUNTPOINT
+
+Makes the stale mirrors of a running mirror set equal to a healthy one and
+returns them to service, while the mount keeps serving from the healthy ones.
+Everything that differs is copied (contents, owners, modes, times, extended
+attributes and ACLs, links), what is not in the healthy mirror is removed;
+then changes are held off for a moment while what changed meanwhile is
+copied, and the mirror is read and written again.
+  sluice resync --rate 50MiB /mnt/data
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	return fs, &rate, wait
+}
+
+func cmdResync(args []string, stdout, stderr io.Writer) error {
+	fs, rate, wait := resyncFlags()
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpFor(fs, stdout, err)
+	}
+	if len(pos) != 1 {
+		return usagef("want one MOUNTPOINT, got %d argument(s)", len(pos))
+	}
+	if *rate < 0 {
+		return usagef("--rate %d: want a size of 0 or more", *rate)
+	}
+	if err := control.Resync(pos[0], int64(*rate)); err != nil {
+		return err
+	}
+	if !*wait {
+		fmt.Fprintf(stdout, "resync started; see sluice stat %s\n", pos[0])
+		return nil
+	}
+	start := time.Now()
+	for {
+		time.Sleep(time.Second)
+		st, err := control.Stat(pos[0])
+		if err != nil {
+			return err
+		}
+		running := false
+		for _, m := range st.Mirrors {
+			if m.State == backing.Resyncing {
+				running = true
+				fmt.Fprintf(stdout, "%s: %s copied in %s\n", m.Dir, group.FormatSize(m.Resynced), time.Since(start).Round(time.Second))
+			}
+		}
+		if running {
+			continue
+		}
+		if st.LastResync != "ok" {
+			return fmt.Errorf("resync failed: %s", st.LastResync)
+		}
+		for _, m := range st.Mirrors {
+			fmt.Fprintf(stdout, "%s: %s (%s copied)\n", m.Dir, m.State, group.FormatSize(m.Resynced))
+		}
+		return nil
+	}
 }

@@ -1,0 +1,608 @@
+package backing
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Resyncing is the state of a stale mirror being made equal again.
+const Resyncing = "resyncing"
+
+// Resync makes the stale mirrors equal to the first healthy one and
+// returns them to service, copying at most rate bytes a second (0: no
+// bound). The mount keeps serving meanwhile from the healthy mirrors: a
+// first pass copies everything that differs, with no lock held; a second
+// pass, with the set's changes held off, copies what changed during the
+// first; then each resynced mirror is opened for every object and file
+// in use and read and written again. It returns once the mirrors are
+// healthy, or with the first error (the mirrors then stay stale).
+func (m *Mirror) Resync(rate int64) error {
+	targets, err := m.beginResync()
+	if err != nil {
+		return err
+	}
+	return m.resync(targets, rate)
+}
+
+// StartResync is Resync in the background: it returns at once, with an
+// error only when there is nothing to resync or a resync is running.
+// LastResync reports how it ended.
+func (m *Mirror) StartResync(rate int64) error {
+	targets, err := m.beginResync()
+	if err != nil {
+		return err
+	}
+	go m.resync(targets, rate)
+	return nil
+}
+
+// LastResync describes how the last resync ended: "" while none has
+// ended, "ok", or its error.
+func (m *Mirror) LastResync() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastResync
+}
+
+func (m *Mirror) beginResync() ([]int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.resyncing {
+		return nil, errors.New("a resync is already running")
+	}
+	var targets []int
+	for i, s := range m.stale {
+		if s {
+			targets = append(targets, i)
+		}
+	}
+	if len(targets) == 0 {
+		return nil, errors.New("no mirror is stale: nothing to resync")
+	}
+	m.resyncing = true
+	for _, i := range targets {
+		m.stats[i].Resynced = 0
+		m.copying[i] = true
+	}
+	return targets, nil
+}
+
+func (m *Mirror) resync(targets []int, rate int64) (err error) {
+	m.mu.Lock()
+	src := m.live[0]
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.resyncing = false
+		for _, i := range targets {
+			m.copying[i] = false
+		}
+		m.lastResync = "ok"
+		if err != nil {
+			m.lastResync = err.Error()
+			m.log("%v", err)
+		}
+	}()
+	p := &pacer{rate: rate, start: time.Now()}
+	for _, i := range targets {
+		if err := m.copyTree(src, i, p); err != nil {
+			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
+		}
+	}
+	// Hold off every change of the set, copy what changed meanwhile, and
+	// bring the mirrors back.
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
+	p.rate = 0
+	for _, i := range targets {
+		if err := m.copyTree(src, i, p); err != nil {
+			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
+		}
+	}
+	for _, i := range targets {
+		if err := m.revive(src, i); err != nil {
+			return fmt.Errorf("resync of %s: %v", m.dirs[i], err)
+		}
+	}
+	return nil
+}
+
+// pacer bounds the copy rate.
+type pacer struct {
+	rate   int64
+	start  time.Time
+	copied int64
+}
+
+func (p *pacer) pay(n int64) {
+	p.copied += n
+	if p.rate <= 0 {
+		return
+	}
+	due := p.start.Add(time.Duration(float64(p.copied) / float64(p.rate) * float64(time.Second)))
+	if d := time.Until(due); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// copyTree makes mirror dst's tree equal to mirror src's, walking both by
+// descriptor (never through a symlink).
+func (m *Mirror) copyTree(src, dst int, p *pacer) error {
+	sfd, err := unix.Open(m.dirs[src], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(sfd)
+	dfd, err := unix.Open(m.dirs[dst], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	c := &copier{m: m, dst: dst, p: p, links: map[devIno]string{}, rootD: dfd}
+	return c.dir(sfd, dfd, "", true)
+}
+
+type copier struct {
+	m     *Mirror
+	dst   int
+	p     *pacer
+	links map[devIno]string // source file with several links -> its first path in dst
+	rootD int
+}
+
+func names(fd int) ([]string, error) {
+	nfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(nfd), "dir")
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// dir makes directory dfd equal to sfd (rel is its path in the tree).
+func (c *copier) dir(sfd, dfd int, rel string, root bool) error {
+	snames, err := names(sfd)
+	if err != nil {
+		return err
+	}
+	dnames, err := names(dfd)
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, name := range snames {
+		if root && strings.HasPrefix(name, StateFile) {
+			continue
+		}
+		keep[name] = true
+		if err := c.entry(sfd, dfd, name, rel+"/"+name); err != nil {
+			return err
+		}
+	}
+	for _, name := range dnames {
+		if root && strings.HasPrefix(name, StateFile) || keep[name] {
+			continue
+		}
+		if err := removeAll(dfd, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func lstatAt(fd int, name string) (st unix.Stat_t, err error) {
+	err = unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	return st, err
+}
+
+// entry makes name in dfd equal to name in sfd.
+func (c *copier) entry(sfd, dfd int, name, rel string) error {
+	st, err := lstatAt(sfd, name)
+	if errors.Is(err, syscall.ENOENT) {
+		return nil // removed meanwhile: the next pass sees it gone
+	}
+	if err != nil {
+		return err
+	}
+	typ := st.Mode & syscall.S_IFMT
+	dt, derr := lstatAt(dfd, name)
+	if derr == nil && dt.Mode&syscall.S_IFMT != typ {
+		if err := removeAll(dfd, name); err != nil {
+			return err
+		}
+		derr = syscall.ENOENT
+	}
+	if derr != nil && !errors.Is(derr, syscall.ENOENT) {
+		return derr
+	}
+	missing := derr != nil
+	switch typ {
+	case syscall.S_IFDIR:
+		if missing {
+			if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
+				return err
+			}
+		}
+		s, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(s)
+		d, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(d)
+		if err := c.dir(s, d, rel, false); err != nil {
+			return err
+		}
+		return copyMeta(s, d, &st)
+	case syscall.S_IFREG:
+		key := devIno{st.Dev, st.Ino}
+		if st.Nlink > 1 {
+			if first, ok := c.links[key]; ok {
+				if !missing {
+					if ft, err := lstatAt(c.rootD, strings.TrimPrefix(first, "/")); err == nil && ft.Ino == dt.Ino {
+						return nil
+					}
+					if err := unix.Unlinkat(dfd, name, 0); err != nil {
+						return err
+					}
+				}
+				return unix.Linkat(c.rootD, strings.TrimPrefix(first, "/"), dfd, name, 0)
+			}
+			c.links[key] = rel
+		}
+		if !missing && dt.Nlink > 1 {
+			// Linked elsewhere in dst where the source is not: a file of
+			// its own.
+			if err := unix.Unlinkat(dfd, name, 0); err != nil {
+				return err
+			}
+			missing = true
+		}
+		return c.file(sfd, dfd, name, &st, missing || dt.Size != st.Size || dt.Mtim != st.Mtim)
+	case syscall.S_IFLNK:
+		target, err := readlinkAt(sfd, name)
+		if err != nil {
+			return err
+		}
+		if !missing {
+			if cur, err := readlinkAt(dfd, name); err == nil && cur == target {
+				return linkMeta(dfd, name, &st)
+			}
+			if err := unix.Unlinkat(dfd, name, 0); err != nil {
+				return err
+			}
+		}
+		if err := unix.Symlinkat(target, dfd, name); err != nil {
+			return err
+		}
+		return linkMeta(dfd, name, &st)
+	default: // fifos, sockets, devices
+		if !missing && dt.Rdev != st.Rdev {
+			if err := unix.Unlinkat(dfd, name, 0); err != nil {
+				return err
+			}
+			missing = true
+		}
+		if missing {
+			if err := unix.Mknodat(dfd, name, st.Mode, int(st.Rdev)); err != nil {
+				return err
+			}
+		}
+		fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		sp, err := unix.Openat(sfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(sp)
+		return copyMeta(sp, fd, &st)
+	}
+}
+
+// file copies a regular file's content when changed, then its metadata.
+func (c *copier) file(sfd, dfd int, name string, st *unix.Stat_t, changed bool) error {
+	s, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(s)
+	flags := unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if changed {
+		flags |= unix.O_CREAT | unix.O_TRUNC
+	}
+	d, err := unix.Openat(dfd, name, flags, 0o600)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(d)
+	if changed {
+		// Up to the size seen: a file growing meanwhile is caught up by
+		// the next pass.
+		buf := make([]byte, 1<<20)
+		var off int64
+		for off < st.Size {
+			n, err := unix.Pread(s, buf[:min(int64(len(buf)), st.Size-off)], off)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+			if _, err := unix.Pwrite(d, buf[:n], off); err != nil {
+				return err
+			}
+			off += int64(n)
+			c.m.mu.Lock()
+			c.m.stats[c.dst].Resynced += int64(n)
+			c.m.mu.Unlock()
+			c.p.pay(int64(n))
+		}
+		if err := unix.Ftruncate(d, off); err != nil {
+			return err
+		}
+		if err := unix.Fsync(d); err != nil {
+			return err
+		}
+	}
+	return copyMeta(s, d, st)
+}
+
+// copyMeta gives d the owner, mode, extended attributes (ACLs among them)
+// and times of s.
+func copyMeta(s, d int, st *unix.Stat_t) error {
+	if err := unix.Fchownat(d, "", int(st.Uid), int(st.Gid), unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if err := unix.Fchmodat(unix.AT_FDCWD, procPath(d), st.Mode&0o7777, 0); err != nil {
+		return err
+	}
+	if err := copyXattrs(procPath(s), procPath(d)); err != nil {
+		return err
+	}
+	ts := []unix.Timespec{st.Atim, st.Mtim}
+	return unix.UtimesNanoAt(d, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// linkMeta gives symlink name in dfd the owner and times of st.
+func linkMeta(dfd int, name string, st *unix.Stat_t) error {
+	if err := unix.Fchownat(dfd, name, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	return unix.UtimesNanoAt(dfd, name, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+func copyXattrs(s, d string) error {
+	list := func(p string) ([]string, error) {
+		buf := make([]byte, 64<<10)
+		n, err := unix.Listxattr(p, buf)
+		if err != nil {
+			if err == syscall.ENOTSUP {
+				return nil, nil
+			}
+			return nil, err
+		}
+		var out []string
+		for _, b := range strings.Split(string(buf[:n]), "\x00") {
+			if b != "" {
+				out = append(out, b)
+			}
+		}
+		return out, nil
+	}
+	snames, err := list(s)
+	if err != nil {
+		return err
+	}
+	dnames, err := list(d)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	buf := make([]byte, 64<<10)
+	for _, name := range snames {
+		have[name] = true
+		n, err := unix.Getxattr(s, name, buf)
+		if err != nil {
+			return err
+		}
+		if err := unix.Setxattr(d, name, buf[:n], 0); err != nil {
+			return err
+		}
+	}
+	for _, name := range dnames {
+		if !have[name] {
+			if err := unix.Removexattr(d, name); err != nil && err != syscall.ENODATA {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func readlinkAt(fd int, name string) (string, error) {
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(fd, name, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// removeAll removes name in dfd and, for a directory, all it holds.
+func removeAll(dfd int, name string) error {
+	err := unix.Unlinkat(dfd, name, 0)
+	if err == nil || errors.Is(err, syscall.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, syscall.EISDIR) && !errors.Is(err, syscall.EPERM) {
+		return err
+	}
+	d, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	ns, err := names(d)
+	if err == nil {
+		for _, n := range ns {
+			if err = removeAll(d, n); err != nil {
+				break
+			}
+		}
+	}
+	unix.Close(d)
+	if err != nil {
+		return err
+	}
+	return unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
+}
+
+// revive gives every object and open file of the set its counterpart in
+// mirror dst (equal to src now) and returns dst to service. Called with
+// the set's changes held off.
+func (m *Mirror) revive(src, dst int) error {
+	st, ok := m.trees[src].(*Local)
+	if !ok {
+		return errors.New("the source mirror cannot name its objects")
+	}
+	root, err := st.path(RootID)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	objs := make(map[ID]*mobj, len(m.objs))
+	for id, o := range m.objs {
+		objs[id] = o
+	}
+	files := make([]*fileSet, 0, len(m.open))
+	for s := range m.open {
+		files = append(files, s)
+	}
+	m.mu.Unlock()
+	subs := map[ID]ID{} // the set's object -> its counterpart in dst
+	for id, o := range objs {
+		if id == RootID || o.sub[src] == 0 {
+			continue
+		}
+		p, err := st.path(o.sub[src])
+		if err != nil {
+			continue // no longer named: nothing will reach it in dst
+		}
+		rel, ok := strings.CutPrefix(p, root)
+		if !ok {
+			continue
+		}
+		if sub, err := m.walk(dst, rel); err == nil {
+			subs[id] = sub
+		}
+	}
+	undo := func() {
+		for _, sub := range subs {
+			m.trees[dst].Forget(sub, 1)
+		}
+	}
+	ids := make(map[*mobj]ID, len(objs))
+	for id, o := range objs {
+		ids[o] = id
+	}
+	var opened []*File
+	var openedIn []*fileSet
+	for _, s := range files {
+		if s.files[dst] != nil || s.obj == nil {
+			continue
+		}
+		sub := subs[ids[s.obj]]
+		if sub == 0 {
+			continue // an unnamed file: dst has no counterpart
+		}
+		f, err := m.trees[dst].Open(sub, s.flags)
+		if err != nil {
+			for _, f := range opened {
+				f.Close()
+			}
+			undo()
+			return fmt.Errorf("reopening a file in use: %v", err)
+		}
+		opened = append(opened, f)
+		openedIn = append(openedIn, s)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, sub := range subs {
+		o := m.objs[id]
+		if o == nil || o.sub[dst] == sub {
+			m.trees[dst].Forget(sub, 1) // gone, or held already
+			continue
+		}
+		if old := o.sub[dst]; old != 0 {
+			// What dst held for it was replaced by the copy.
+			delete(m.keys[dst], old)
+			m.trees[dst].Forget(old, 1)
+		}
+		if other, dup := m.keys[dst][sub]; dup && other != id {
+			m.trees[dst].Forget(sub, 1)
+			continue
+		}
+		o.sub[dst] = sub
+		m.keys[dst][sub] = id
+	}
+	for k, s := range openedIn {
+		s.files[dst] = opened[k]
+	}
+	m.stale[dst] = false
+	m.relive()
+	m.saveState()
+	m.log("mirror %s is healthy again: resynced from %s", m.dirs[dst], m.dirs[src])
+	return nil
+}
+
+// walk looks up the path rel (from the root) in mirror i and returns its
+// object there with one reference.
+func (m *Mirror) walk(i int, rel string) (ID, error) {
+	t := m.trees[i]
+	cur := RootID
+	for _, name := range strings.Split(strings.Trim(rel, "/"), "/") {
+		if name == "" {
+			continue
+		}
+		e, err := t.Lookup(cur, name)
+		if cur != RootID {
+			t.Forget(cur, 1)
+		}
+		if err != nil {
+			return 0, err
+		}
+		cur = e.ID
+	}
+	return cur, nil
+}
+
+// path is where the object id is now, as an absolute path.
+func (t *Local) path(id ID) (string, error) {
+	in, err := t.acquire(id)
+	if err != nil {
+		return "", err
+	}
+	defer t.release(in)
+	p, err := os.Readlink(procPath(in.fd))
+	if err != nil {
+		return "", err
+	}
+	if strings.HasSuffix(p, " (deleted)") {
+		return "", syscall.ENOENT
+	}
+	return p, nil
+}
