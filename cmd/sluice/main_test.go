@@ -171,33 +171,7 @@ func TestEndToEnd(t *testing.T) {
 	os.Mkdir(mnt, 0o755)
 	os.WriteFile(filepath.Join(src, "hello"), []byte("hello, sluice\n"), 0o644)
 
-	cmd := sluice("mount", "--limit", "default rbps=10MiB riops=max", "--group", "tenants/a uid=4242", src, mnt)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for !isMounted(mnt) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not mounted after 10s; stderr:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	// The control socket is up right after the mount; wait for it too.
-	for {
-		if _, err := control.Stat(mnt); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd, stderr, exited, waitErr := startMount(t, mnt, "mount", "--limit", "default rbps=10MiB riops=max", "--group", "tenants/a uid=4242", src, mnt)
 	b, err := os.ReadFile(filepath.Join(mnt, "hello"))
 	if err != nil || string(b) != "hello, sluice\n" {
 		t.Fatalf("read through the mount: %q %v", b, err)
@@ -245,8 +219,8 @@ func TestEndToEnd(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
-		if waitErr != nil {
-			t.Fatalf("mount exited with %v after SIGTERM; stderr:\n%s", waitErr, stderr.String())
+		if *waitErr != nil {
+			t.Fatalf("mount exited with %v after SIGTERM; stderr:\n%s", *waitErr, stderr.String())
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("mount did not exit within 10s of SIGTERM")
@@ -276,4 +250,110 @@ func isMounted(path string) bool {
 		}
 	}
 	return false
+}
+
+// startMount runs sluice with args (a mount command serving mnt) and
+// returns once mnt is mounted and its control socket answers; the mount
+// is stopped when the test ends. exited closes when it has exited, with
+// its error in *waitErr.
+func startMount(t *testing.T, mnt string, args ...string) (cmd *exec.Cmd, stderr *bytes.Buffer, exited chan struct{}, waitErr *error) {
+	t.Helper()
+	cmd = sluice(args...)
+	stderr = new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitErr = new(error)
+	exited = make(chan struct{})
+	go func() { *waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !isMounted(mnt) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not mounted after 10s; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The control socket is up right after the mount; wait for it too.
+	for {
+		if _, err := control.Stat(mnt); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd, stderr, exited, waitErr
+}
+
+// TestMirrorEndToEnd: sluice mount refuses mirrors that differ, saying
+// how; serves equal ones; stat shows each mirror and set switches the
+// read policy; a mirror recorded stale is left out until sluice resync
+// has made it equal, and resync says so.
+func TestMirrorEndToEnd(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: mounting needs root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("skipping: no /dev/fuse: %v", err)
+	}
+	dir := t.TempDir()
+	a, b, mnt := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "mnt")
+	for _, d := range []string{a, b, mnt} {
+		os.Mkdir(d, 0o755)
+	}
+	os.WriteFile(filepath.Join(a, "f"), []byte("one"), 0o644)
+	out, err := sluice("mount", "--mirror", a, "--mirror", b, mnt).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the mirrors differ") || !strings.Contains(string(out), "f is in "+a+", not in "+b) {
+		t.Fatalf("mount of differing mirrors: %v\n%s", err, out)
+	}
+
+	os.WriteFile(filepath.Join(b, "f"), []byte("one"), 0o644)
+	stop := func(cmd *exec.Cmd, exited chan struct{}) {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	}
+	cmd, _, exited, _ := startMount(t, mnt, "mount", "--mirror", a, "--mirror", b, mnt)
+	if out, err := sluice("set", mnt, "read-policy=roundrobin").CombinedOutput(); err != nil {
+		t.Fatalf("set read-policy: %v\n%s", err, out)
+	}
+	out, _ = sluice("stat", mnt).Output()
+	if !strings.Contains(string(out), "mirrors (read policy roundrobin)") || strings.Count(string(out), "healthy") != 2 {
+		t.Errorf("stat of a mirror set:\n%s", out)
+	}
+	if out, err := sluice("resync", mnt).CombinedOutput(); err == nil || !strings.Contains(string(out), "no mirror is stale") {
+		t.Errorf("resync with no stale mirror: %v\n%s", err, out)
+	}
+	stop(cmd, exited)
+
+	// Record b as stale in a's state file, and change a meanwhile.
+	var sa, sb struct {
+		ID    string   `json:"id"`
+		Stale []string `json:"stale"`
+	}
+	ja, _ := os.ReadFile(filepath.Join(a, ".sluice-mirror"))
+	jb, _ := os.ReadFile(filepath.Join(b, ".sluice-mirror"))
+	if json.Unmarshal(ja, &sa) != nil || json.Unmarshal(jb, &sb) != nil || sa.ID == "" || sa.ID == sb.ID {
+		t.Fatalf("state files: %s, %s", ja, jb)
+	}
+	sa.Stale = []string{sb.ID}
+	ja, _ = json.Marshal(sa)
+	os.WriteFile(filepath.Join(a, ".sluice-mirror"), ja, 0o600)
+	os.WriteFile(filepath.Join(a, "g"), []byte("two"), 0o644)
+
+	startMount(t, mnt, "mount", "--mirror", a, "--mirror", b, mnt)
+	out, _ = sluice("stat", "--json", mnt).Output()
+	var st control.Status
+	if json.Unmarshal(out, &st) != nil || len(st.Mirrors) != 2 || st.Mirrors[1].State != "stale" || st.ReadPolicy != "adaptive" {
+		t.Fatalf("stat after a restart with b recorded stale: %s", out)
+	}
+	out, err = sluice("resync", "--rate", "100MiB", mnt).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), b+": healthy") {
+		t.Fatalf("resync: %v\n%s", err, out)
+	}
+	if g, err := os.ReadFile(filepath.Join(b, "g")); err != nil || string(g) != "two" {
+		t.Errorf("b after the resync: %q, %v", g, err)
+	}
 }
