@@ -209,10 +209,10 @@ build_loopback() {
 
 # ---------------------------------------------------------------- devices
 
-# make_loop_fs SIZE_MIB MOUNTPOINT: image file in $WORK, loop device, ext4,
-# mounted. Sets LOOP (/dev/loopN), LOOPNAME (loopN), MAJMIN (for blkio).
-make_loop_fs() {
-	local mib=$1 mnt=$2 img=$WORK/disk.img
+# make_loop_dev SIZE_MIB NAME: image file $WORK/NAME.img and a loop device
+# on it. Sets LOOP (/dev/loopN), LOOPNAME (loopN), MAJMIN (for blkio).
+make_loop_dev() {
+	local mib=$1 img=$WORK/$2.img
 	fallocate -l "${mib}M" "$img" 2>/dev/null ||
 		dd if=/dev/zero of="$img" bs=1M count="$mib" status=none
 	LOOP=$(losetup -f --show "$img")
@@ -220,6 +220,13 @@ make_loop_fs() {
 	LOOPNAME=${LOOP#/dev/}
 	# shellcheck disable=SC2034 # used by the scripts that source this file
 	MAJMIN=$(tr -d ' \n' <"/sys/block/$LOOPNAME/dev")
+}
+
+# make_loop_fs SIZE_MIB MOUNTPOINT: image file in $WORK, loop device, ext4,
+# mounted. Sets LOOP, LOOPNAME, MAJMIN as make_loop_dev.
+make_loop_fs() {
+	local mnt=$2
+	make_loop_dev "$1" "$(basename "$mnt")"
 	# No lazy init: a background inode-table zeroing thread would add device
 	# writes (and contention) during the measurements.
 	mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$LOOP"
