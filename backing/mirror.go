@@ -90,6 +90,7 @@ type Mirror struct {
 	lastResync string
 	open       map[*fileSet]struct{}
 	policy     mirror.Policy
+	gen        int // counts policies made: a read reports to the one it started with
 	name       string
 	live       []int // healthy mirrors, in order: the policy's indices
 	stats      []MirrorStats
@@ -295,6 +296,7 @@ func (m *Mirror) relive() {
 		}
 	}
 	m.policy, _ = mirror.New(m.name, len(m.live))
+	m.gen++
 }
 
 // SetPolicy switches the read policy.
@@ -802,70 +804,6 @@ func (s *fileSet) close() error {
 		}
 	}
 	return first
-}
-
-// readAt reads from the mirror the policy picks, and from the others in
-// turn when that fails.
-func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
-	m := s.m
-	r := mirror.Read{PID: pid, Off: off, Len: int64(len(p))}
-	tried := make([]bool, len(s.files))
-	var err error
-	for {
-		m.mu.Lock()
-		i, k := -1, -1
-		if len(m.live) > 0 {
-			k = m.policy.Pick(m.now(), r)
-			i = m.live[k]
-		}
-		if i < 0 || tried[i] || s.files[i] == nil {
-			// The policy's pick is out: the next healthy mirror not tried.
-			i, k = -1, -1
-			for kk, j := range m.live {
-				if !tried[j] && s.files[j] != nil {
-					i, k = j, kk
-					break
-				}
-			}
-		}
-		if i < 0 {
-			m.mu.Unlock()
-			if err == nil {
-				err = syscall.EIO
-			}
-			return 0, err
-		}
-		tried[i] = true
-		start := m.now()
-		m.policy.Started(start, k, r)
-		m.stats[i].Inflight++
-		name := m.name
-		m.mu.Unlock()
-
-		n, rerr := s.files[i].ReadAt(p, off)
-
-		m.mu.Lock()
-		end := m.now()
-		st := &m.stats[i]
-		st.Inflight--
-		st.Reads++
-		st.Bytes += int64(n)
-		m.decay(i, end, end-start)
-		// The policy may have been switched (or rebuilt) meanwhile.
-		if m.name == name && k < len(m.live) && m.live[k] == i {
-			m.policy.Done(end, k, start, rerr)
-		}
-		if rerr == nil {
-			m.mu.Unlock()
-			return n, nil
-		}
-		st.Errors++
-		if st.Errors&(st.Errors-1) == 0 {
-			m.log("mirror %s: read failed (%v), served by another; %d failures so far", m.dirs[i], rerr, st.Errors)
-		}
-		m.mu.Unlock()
-		err = rerr
-	}
 }
 
 // decay folds a read time into mirror i's latency average. Called with

@@ -305,7 +305,7 @@ func TestMirrorSlow(t *testing.T) {
 	if _, err := exec.LookPath("fio"); err != nil {
 		t.Skip("skipping: no fio")
 	}
-	dirs, mnt, _ := mirrorSet(t, 2)
+	dirs, mnt, seeds := mirrorSet(t, 2)
 	faults := []*backing.Faults{{}, {}}
 	f, unmount := serve(t, mirrorOpts(dirs, mnt, "adaptive", faults))
 	defer unmount()
@@ -330,6 +330,24 @@ func TestMirrorSlow(t *testing.T) {
 	share(time.Second) // it is probed and found fast again
 	if s := share(2 * time.Second); s < 0.3 || s > 0.7 {
 		t.Errorf("after mirror 0 recovered it served %.2f of the reads; want 0.5 ± 0.2", s)
+	}
+
+	// Mirror 0 hangs (each read would take a minute): reads sent to it
+	// are hedged on mirror 1, and the caller never waits for it.
+	faults[0].SetRead(time.Minute, nil)
+	defer faults[0].SetRead(0, nil)
+	start := time.Now()
+	for k := range 3 {
+		got, err := readWholeAs(0, filepath.Join(mnt, fmt.Sprintf("seed%d", k)), true)
+		if err != nil || !bytes.Equal(got, seeds[k]) {
+			t.Fatalf("read with a hung mirror: %d bytes, %v", len(got), err)
+		}
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("reading 3 MiB with mirror 0 hung took %v", d)
+	}
+	if st := f.Mirrors().Stats()[0]; st.Inflight == 0 {
+		t.Errorf("no read is in flight on the hung mirror (%+v): the test did not hang it", st)
 	}
 }
 

@@ -14,9 +14,16 @@ const (
 	// still count as equal: mirrors within it share by queue depth and
 	// keep sequential streams.
 	Band float64 = 1.5
-	// ProbeEvery is how long a mirror may go unread before one read is
-	// sent to it whatever its cost, so that a recovered mirror is seen.
+	// ProbeEvery is how long a mirror may go unread before Probe asks for
+	// a read of it in the background, so that a recovered mirror is seen.
 	ProbeEvery int64 = 200e6 // ns
+	// HedgeFactor and HedgeMin: a read still in flight after HedgeFactor
+	// times the best other mirror's estimate, and at least HedgeMin, is
+	// sent to another mirror as well (HedgeFirst while no mirror has an
+	// estimate yet); the first answer serves the caller.
+	HedgeFactor       = 4
+	HedgeMin    int64 = 2e6  // ns
+	HedgeFirst  int64 = 10e6 // ns
 	// streams is how many recent read ends each mirror remembers to
 	// recognise a sequential stream.
 	streams = 8
@@ -29,9 +36,10 @@ const (
 // hung costs more the longer it hangs. Mirrors whose cost is within Band
 // of the cheapest are equal: among them a read continuing a recent read
 // of one goes there (a sequential stream stays where its readahead is),
-// otherwise, if a mirror has been unread for ProbeEvery, that one whatever
-// its cost, so a recovered mirror is noticed; otherwise the one with fewest
-// reads in flight, ties taken in turn.
+// otherwise the one with fewest reads in flight, ties taken in turn. A
+// mirror unread for ProbeEvery is offered for a background read (Probe),
+// so a recovered mirror is noticed without a caller waiting on it, and a
+// read that runs long is hedged on another mirror (HedgeAfter).
 type adaptive struct {
 	m    []adaptiveMirror
 	turn int
@@ -92,13 +100,6 @@ func (p *adaptive) Pick(now int64, r Read) int {
 			}
 		}
 	}
-	// A mirror unread for too long and idle is probed (with a read that
-	// no stream would miss).
-	for i := range p.m {
-		if m := &p.m[i]; now-m.picked >= ProbeEvery && len(m.inflight) == 0 && m.est > 0 {
-			return i
-		}
-	}
 	pick, depth := -1, 0
 	for k := range p.m {
 		i := (p.turn + k) % len(p.m)
@@ -143,4 +144,34 @@ func (p *adaptive) Done(now int64, i int, start int64, err error) {
 		m.est = m.est*w + sample*(1-w)
 	}
 	m.sampled = now
+}
+
+// Probe returns a mirror unread for ProbeEvery and idle, for the driver
+// to read in the background (Started and Done as any read): its answer
+// refreshes the estimate of a mirror the policy has stopped using.
+func (p *adaptive) Probe(now int64) (int, bool) {
+	for i := range p.m {
+		if m := &p.m[i]; now-m.picked >= ProbeEvery && len(m.inflight) == 0 && m.est > 0 {
+			m.picked = now
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// HedgeAfter returns how long a read sent to mirror i may stay in flight
+// before the driver sends it to another mirror too: HedgeFactor times the
+// lowest estimate of the other mirrors, at least HedgeMin (HedgeFirst
+// when none has one).
+func (p *adaptive) HedgeAfter(now int64, i int) int64 {
+	best := math.Inf(1)
+	for j := range p.m {
+		if j != i && p.m[j].est > 0 {
+			best = min(best, p.m[j].est)
+		}
+	}
+	if math.IsInf(best, 1) {
+		return HedgeFirst
+	}
+	return max(int64(best*HedgeFactor), HedgeMin)
 }

@@ -56,7 +56,17 @@ func drive(p Policy, jobs int, end int64, next func(job int, last int64) int64, 
 			break
 		}
 		p.Done(c.at, c.m, c.start, nil)
+		if c.job < 0 {
+			continue // a probe: no caller
+		}
 		issue(c.at, c.job, next(c.job, c.off))
+		if pr, ok := p.(Prober); ok {
+			if m, ok := pr.Probe(c.at); ok {
+				r := Read{Off: c.off, Len: 4096}
+				p.Started(c.at, m, r)
+				heap.Push(&q, completion{at: c.at + lat(m, c.at), start: c.at, m: m, job: -1})
+			}
+		}
 	}
 	return log
 }
@@ -235,3 +245,49 @@ type failed struct{}
 func (failed) Error() string { return "failed" }
 
 var errFailed error = failed{}
+
+// TestAdaptiveHedge: a read is hedged after HedgeFactor times the best
+// other mirror's estimate, never sooner than HedgeMin, and after
+// HedgeFirst while nothing is known.
+func TestAdaptiveHedge(t *testing.T) {
+	p, _ := New("adaptive", 2)
+	h := p.(Hedger)
+	if d := h.HedgeAfter(0, 0); d != HedgeFirst {
+		t.Errorf("hedge with no estimates: %d, want %d", d, HedgeFirst)
+	}
+	p.Started(0, 0, Read{})
+	p.Done(100_000, 0, 0, nil) // mirror 0: 100 µs
+	p.Started(0, 1, Read{})
+	p.Done(10*ms, 1, 0, nil) // mirror 1: 10 ms
+	if d := h.HedgeAfter(10*ms, 1); d != HedgeMin {
+		t.Errorf("a read on the slow mirror is hedged after %d ns, want %d (4 × 100 µs, at least HedgeMin)", d, HedgeMin)
+	}
+	if d := h.HedgeAfter(10*ms, 0); d != 40*ms {
+		t.Errorf("a read on the fast mirror is hedged after %d ns, want 40 ms (4 × the slow one's 10 ms)", d)
+	}
+}
+
+// TestAdaptiveProbe: a mirror left unused is offered for a background
+// read once per ProbeEvery, and only while idle.
+func TestAdaptiveProbe(t *testing.T) {
+	p, _ := New("adaptive", 2)
+	pr := p.(Prober)
+	for m := range 2 {
+		p.Started(0, m, Read{})
+		p.Done(100_000, m, 0, nil)
+	}
+	if _, ok := pr.Probe(ProbeEvery - 1); ok {
+		t.Error("probe before ProbeEvery")
+	}
+	m, ok := pr.Probe(ProbeEvery)
+	if !ok {
+		t.Fatal("no probe after ProbeEvery")
+	}
+	if m2, ok := pr.Probe(ProbeEvery); ok && m2 == m {
+		t.Errorf("mirror %d offered twice at once", m)
+	}
+	p.Started(ProbeEvery, m, Read{})
+	if m3, ok := pr.Probe(3 * ProbeEvery); ok && m3 == m {
+		t.Errorf("mirror %d offered while its probe is in flight", m)
+	}
+}

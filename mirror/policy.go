@@ -28,6 +28,23 @@ type Policy interface {
 	Done(now int64, m int, start int64, err error)
 }
 
+// Prober is a policy that reads mirrors it does not use in the
+// background now and then, to notice when they have recovered.
+type Prober interface {
+	// Probe returns a mirror the driver should read now, off the
+	// caller's path, reporting Started and Done as for any read.
+	Probe(now int64) (m int, ok bool)
+}
+
+// Hedger is a policy that hedges slow reads: when a read runs longer than
+// HedgeAfter, the driver sends it to another mirror too and the caller
+// takes the first answer.
+type Hedger interface {
+	// HedgeAfter returns how long a read sent to mirror m may run before
+	// it is hedged; 0 for never.
+	HedgeAfter(now int64, m int) int64
+}
+
 // Names lists the policies New knows.
 var Names = []string{"adaptive", "pid", "roundrobin", "latency"}
 

@@ -1,0 +1,219 @@
+package backing
+
+import (
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"sluice/mirror"
+)
+
+// A read of a mirror set goes to the mirror the policy picks. If the
+// policy hedges (mirror.Hedger) and another mirror could serve it, the
+// read runs in the background into a buffer of its own; when it is still
+// running after the policy's delay, the same read goes to the next mirror
+// too, and the first answer is copied to the caller (the other finishes
+// in the background and is reported to the policy like any read). A read
+// that fails is tried on the next mirror at once. A policy that probes
+// (mirror.Prober) gets its background reads started here too.
+
+// started is one read sent to a mirror.
+type started struct {
+	i, k  int // mirror, and its index in the policy's live list
+	gen   int
+	start int64
+}
+
+// pick chooses the mirror for r among those not tried and reports the
+// read started; ok is false when none is left. hedge is how long the read
+// may run before it is hedged (0: never).
+func (s *fileSet) pick(r mirror.Read, tried []bool) (st started, hedge int64, ok bool) {
+	m := s.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i, k := -1, -1
+	if len(m.live) > 0 {
+		k = m.policy.Pick(m.now(), r)
+		i = m.live[k]
+	}
+	if i < 0 || tried[i] || s.files[i] == nil {
+		// The policy's pick is out: the next healthy mirror not tried.
+		i, k = -1, -1
+		for kk, j := range m.live {
+			if !tried[j] && s.files[j] != nil {
+				i, k = j, kk
+				break
+			}
+		}
+	}
+	if i < 0 {
+		return st, 0, false
+	}
+	tried[i] = true
+	st = m.begin(i, k, r)
+	if h, isH := m.policy.(mirror.Hedger); isH {
+		for _, j := range m.live {
+			if !tried[j] && s.files[j] != nil {
+				hedge = h.HedgeAfter(st.start, k)
+				break
+			}
+		}
+	}
+	return st, hedge, true
+}
+
+// begin reports a read of r sent to mirror i (policy index k). Called
+// with m.mu held.
+func (m *Mirror) begin(i, k int, r mirror.Read) started {
+	st := started{i: i, k: k, gen: m.gen, start: m.now()}
+	m.policy.Started(st.start, k, r)
+	m.stats[i].Inflight++
+	return st
+}
+
+// end reports a read's outcome to the counters and to the policy it was
+// started with.
+func (m *Mirror) end(st started, n int, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	c := &m.stats[st.i]
+	c.Inflight--
+	c.Reads++
+	c.Bytes += int64(n)
+	m.decay(st.i, now, now-st.start)
+	if m.gen == st.gen {
+		m.policy.Done(now, st.k, st.start, err)
+	}
+	if err != nil {
+		c.Errors++
+		if c.Errors&(c.Errors-1) == 0 {
+			m.log("mirror %s: read failed (%v), served by another; %d failures so far", m.dirs[st.i], err, c.Errors)
+		}
+	}
+}
+
+// probe starts the background read the policy asks for, if any.
+func (s *fileSet) probe(r mirror.Read) {
+	m := s.m
+	m.mu.Lock()
+	pr, ok := m.policy.(mirror.Prober)
+	if !ok {
+		m.mu.Unlock()
+		return
+	}
+	k, ok := pr.Probe(m.now())
+	if !ok || s.files[m.live[k]] == nil {
+		m.mu.Unlock()
+		return
+	}
+	st := m.begin(m.live[k], k, r)
+	f := s.files[st.i]
+	m.mu.Unlock()
+	go func() {
+		buf := getBuf(int(r.Len))
+		n, err := f.ReadAt(buf.b, r.Off)
+		putBuf(buf)
+		m.end(st, n, err)
+	}()
+}
+
+type answer struct {
+	n   int
+	err error
+	buf *readBuf
+}
+
+func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
+	r := mirror.Read{PID: pid, Off: off, Len: int64(len(p))}
+	tried := make([]bool, len(s.files))
+	err := error(syscall.EIO)
+	st, hedge, ok := s.pick(r, tried)
+	if ok {
+		s.probe(r)
+	}
+	for ok && hedge <= 0 {
+		n, rerr := s.files[st.i].ReadAt(p, off)
+		s.m.end(st, n, rerr)
+		if rerr == nil {
+			return n, nil
+		}
+		err = rerr
+		st, hedge, ok = s.pick(r, tried)
+	}
+	if !ok {
+		return 0, err
+	}
+	// Hedged: every read into a buffer of its own.
+	answers := make(chan answer, len(s.files))
+	launch := func(st started) {
+		f := s.files[st.i]
+		go func() {
+			buf := getBuf(len(p))
+			n, err := f.ReadAt(buf.b, off)
+			s.m.end(st, n, err)
+			answers <- answer{n, err, buf}
+		}()
+	}
+	launch(st)
+	pending := 1
+	timer := time.NewTimer(time.Duration(hedge))
+	defer timer.Stop()
+	for pending > 0 {
+		select {
+		case a := <-answers:
+			pending--
+			if a.err == nil {
+				n := copy(p, a.buf.b[:a.n])
+				putBuf(a.buf)
+				if pending > 0 {
+					go func(left int) {
+						for ; left > 0; left-- {
+							putBuf((<-answers).buf)
+						}
+					}(pending)
+				}
+				return n, nil
+			}
+			err = a.err
+			putBuf(a.buf)
+			if pending == 0 {
+				if st, _, ok = s.pick(r, tried); ok {
+					launch(st)
+					pending++
+				}
+			}
+		case <-timer.C:
+			if st, hedge, ok = s.pick(r, tried); ok {
+				launch(st)
+				pending++
+				if hedge > 0 {
+					timer.Reset(time.Duration(hedge))
+				}
+			}
+		}
+	}
+	return 0, err
+}
+
+// readBuf is a buffer aligned for O_DIRECT.
+type readBuf struct {
+	raw, b []byte
+}
+
+var readBufs sync.Pool
+
+func getBuf(n int) *readBuf {
+	if v, ok := readBufs.Get().(*readBuf); ok && cap(v.raw)-4096 >= n {
+		v.b = v.b[:n]
+		return v
+	}
+	raw := make([]byte, max(n, 64<<10)+4096)
+	off := (4096 - int(uintptrOf(raw)%4096)) % 4096
+	return &readBuf{raw: raw, b: raw[off : off+n : off+max(n, 64<<10)]}
+}
+
+func putBuf(b *readBuf) { readBufs.Put(b) }
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
