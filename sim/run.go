@@ -34,6 +34,7 @@ const (
 	evDevice             // a device I/O completes
 	evWake               // the stack's wake-up
 	evNext               // a thread goes on after a batch of cached reads
+	evProbe              // a read policy's background read completes
 )
 
 // event is one entry of the run's timeline, ordered by (at, seq). Events
@@ -343,6 +344,9 @@ func Run(sc *Scenario) (*Result, error) {
 			r.reply(ev.c)
 		case evDevice:
 			r.deviceDone(ev)
+		case evProbe:
+			r.count(ev.dev, r.now, ev.n)
+			r.policy.Done(r.now, ev.m, ev.sent, ev.err)
 		case evNext:
 			r.next(ev.t)
 		case evWake:
@@ -619,6 +623,17 @@ func (r *runner) apply(a stack.Actions) {
 			di := r.mirrors[m]
 			doneAt, err := r.devList[di].Start(r.now, op, n)
 			r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: di, m: m, sent: r.now})
+			if pr, ok := r.policy.(mirror.Prober); ok {
+				// The mount reads a mirror the policy asks to probe in the
+				// background; so does the model (hedged reads it does not
+				// model).
+				if pm, ok := pr.Probe(r.now); ok {
+					r.policy.Started(r.now, pm, rd)
+					pd := r.mirrors[pm]
+					doneAt, err := r.devList[pd].Start(r.now, op, n)
+					r.push(event{at: doneAt, kind: evProbe, n: n, err: err, dev: pd, m: pm, sent: r.now})
+				}
+			}
 		default: // writes and flushes go to every mirror
 			r.fanout[io] = &fan{left: len(r.mirrors)}
 			for _, di := range r.mirrors {
