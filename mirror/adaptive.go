@@ -18,7 +18,8 @@ const (
 	// a read of it in the background, so that a recovered mirror is seen.
 	ProbeEvery int64 = 200e6 // ns
 	// HedgeFactor and HedgeMin: a read still in flight after HedgeFactor
-	// times the best other mirror's estimate, and at least HedgeMin, is
+	// times the best other mirror's average read time (a plain decaying
+	// average, not the peak the costs use), and at least HedgeMin, is
 	// sent to another mirror as well (HedgeFirst while no mirror has an
 	// estimate yet); the first answer serves the caller.
 	HedgeFactor       = 4
@@ -46,7 +47,8 @@ type adaptive struct {
 }
 
 type adaptiveMirror struct {
-	est      float64 // latency estimate, ns; 0 before the first sample
+	est      float64 // latency estimate (peak EWMA), ns; 0 before the first sample
+	avg      float64 // plain EWMA of read times, ns, for hedging
 	sampled  int64   // when est was last updated
 	picked   int64   // when a read was last sent here
 	inflight []int64 // start times of reads in flight
@@ -136,12 +138,17 @@ func (p *adaptive) Done(now int64, i int, start int64, err error) {
 		// caller a retry elsewhere.
 		sample = max(sample, m.est*2, 1e6)
 	}
+	w := math.Exp(-float64(now-m.sampled) / float64(DecayTime))
 	switch {
 	case m.est == 0 || sample >= m.est:
 		m.est = sample
 	default:
-		w := math.Exp(-float64(now-m.sampled) / float64(DecayTime))
 		m.est = m.est*w + sample*(1-w)
+	}
+	if m.avg == 0 {
+		m.avg = sample
+	} else {
+		m.avg = m.avg*w + sample*(1-w)
 	}
 	m.sampled = now
 }
@@ -161,13 +168,13 @@ func (p *adaptive) Probe(now int64) (int, bool) {
 
 // HedgeAfter returns how long a read sent to mirror i may stay in flight
 // before the driver sends it to another mirror too: HedgeFactor times the
-// lowest estimate of the other mirrors, at least HedgeMin (HedgeFirst
-// when none has one).
+// lowest average read time of the other mirrors, at least HedgeMin
+// (HedgeFirst when none has been read).
 func (p *adaptive) HedgeAfter(now int64, i int) int64 {
 	best := math.Inf(1)
 	for j := range p.m {
-		if j != i && p.m[j].est > 0 {
-			best = min(best, p.m[j].est)
+		if j != i && p.m[j].avg > 0 {
+			best = min(best, p.m[j].avg)
 		}
 	}
 	if math.IsInf(best, 1) {

@@ -291,3 +291,28 @@ func TestAdaptiveProbe(t *testing.T) {
 		t.Errorf("mirror %d offered while its probe is in flight", m)
 	}
 }
+
+// TestAdaptiveHedgeIgnoresPeaks: one slow read of the fast mirror raises
+// its cost at once, but not how long a read elsewhere waits before it is
+// hedged there.
+func TestAdaptiveHedgeIgnoresPeaks(t *testing.T) {
+	p, _ := New("adaptive", 2)
+	now := int64(0)
+	for range 1000 {
+		p.Started(now, 0, Read{})
+		p.Done(now+100_000, 0, now, nil)
+		now += 100_000
+	}
+	// One read takes 20 ms while the others go on answering in 100 µs.
+	slow := now
+	p.Started(slow, 0, Read{})
+	for now < slow+20*ms {
+		p.Started(now, 0, Read{})
+		p.Done(now+100_000, 0, now, nil)
+		now += 100_000
+	}
+	p.Done(now, 0, slow, nil)
+	if d := p.(Hedger).HedgeAfter(now, 1); d > 3*HedgeMin {
+		t.Errorf("after one outlier of the fast mirror a read elsewhere is hedged after %v ns, want about HedgeMin", d)
+	}
+}
