@@ -40,22 +40,17 @@ func (f *Faults) Failed() (reads, writes int64) {
 	return f.reads, f.writes
 }
 
-func (f *Faults) read() error {
-	f.mu.Lock()
-	d, err := f.readDelay, f.readErr
-	if err != nil {
-		f.reads++
-	}
-	f.mu.Unlock()
-	time.Sleep(d)
-	return err
-}
+func (f *Faults) read() error { return f.inject(&f.readDelay, &f.readErr, &f.reads) }
 
-func (f *Faults) write() error {
+func (f *Faults) write() error { return f.inject(&f.writeDelay, &f.writeErr, &f.writes) }
+
+// inject waits the delay and returns the error set for one kind of
+// operation, counting the failure.
+func (f *Faults) inject(delay *time.Duration, errp *error, failed *int64) error {
 	f.mu.Lock()
-	d, err := f.writeDelay, f.writeErr
+	d, err := *delay, *errp
 	if err != nil {
-		f.writes++
+		*failed++
 	}
 	f.mu.Unlock()
 	time.Sleep(d)

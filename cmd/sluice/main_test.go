@@ -159,12 +159,7 @@ func TestMountFlagDefaults(t *testing.T) {
 // TestEndToEnd runs the command as a user would: mount in the foreground,
 // stat, set a live limit, stat again, stop with SIGTERM.
 func TestEndToEnd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: mounting needs root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("skipping: no /dev/fuse: %v", err)
-	}
+	needMount(t)
 	dir := t.TempDir()
 	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
 	os.Mkdir(src, 0o755)
@@ -293,12 +288,7 @@ func startMount(t *testing.T, mnt string, args ...string) (cmd *exec.Cmd, stderr
 // read policy; a mirror recorded stale is left out until sluice resync
 // has made it equal, and resync says so.
 func TestMirrorEndToEnd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: mounting needs root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("skipping: no /dev/fuse: %v", err)
-	}
+	needMount(t)
 	dir := t.TempDir()
 	a, b, mnt := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "mnt")
 	for _, d := range []string{a, b, mnt} {
@@ -355,5 +345,15 @@ func TestMirrorEndToEnd(t *testing.T) {
 	}
 	if g, err := os.ReadFile(filepath.Join(b, "g")); err != nil || string(g) != "two" {
 		t.Errorf("b after the resync: %q, %v", g, err)
+	}
+}
+
+func needMount(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: mounting needs root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("skipping: no /dev/fuse: %v", err)
 	}
 }
