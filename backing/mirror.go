@@ -785,15 +785,29 @@ type fileSet struct {
 	obj   *mobj   // the object open
 	flags uint32  // how, for opening it in a resynced mirror
 	files []*File // per mirror; nil where not open
+	// busy counts reads in flight (hedged and probing reads outlive the
+	// caller's); a close leaves the files to the last of them to close.
+	busy    int
+	closing bool
 }
 
-// close closes every mirror's file and forgets the set.
+// close closes every mirror's file and forgets the set; with reads still
+// in flight, the last of them closes the files.
 func (s *fileSet) close() error {
 	s.m.wmu.RLock()
 	defer s.m.wmu.RUnlock()
 	s.m.mu.Lock()
 	delete(s.m.open, s)
+	s.closing = true
+	busy := s.busy > 0
 	s.m.mu.Unlock()
+	if busy {
+		return nil
+	}
+	return s.closeFiles()
+}
+
+func (s *fileSet) closeFiles() error {
 	var first error
 	for i, f := range s.files {
 		if f != nil {

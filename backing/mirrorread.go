@@ -51,6 +51,7 @@ func (s *fileSet) pick(r mirror.Read, tried []bool) (st started, hedge int64, ok
 		return st, 0, false
 	}
 	tried[i] = true
+	s.busy++
 	st = m.begin(i, k, r)
 	if h, isH := m.policy.(mirror.Hedger); isH {
 		for _, j := range m.live {
@@ -108,6 +109,7 @@ func (s *fileSet) probe(r mirror.Read) {
 		m.mu.Unlock()
 		return
 	}
+	s.busy++
 	st := m.begin(m.live[k], k, r)
 	f := s.files[st.i]
 	m.mu.Unlock()
@@ -115,8 +117,22 @@ func (s *fileSet) probe(r mirror.Read) {
 		buf := getBuf(int(r.Len))
 		n, err := f.ReadAt(buf.b, r.Off)
 		putBuf(buf)
-		m.end(st, n, err)
+		s.finish(st, n, err)
 	}()
+}
+
+// finish reports a read's end, and closes the files when it was the last
+// read of a set closed meanwhile.
+func (s *fileSet) finish(st started, n int, err error) {
+	m := s.m
+	m.end(st, n, err)
+	m.mu.Lock()
+	s.busy--
+	last := s.closing && s.busy == 0
+	m.mu.Unlock()
+	if last {
+		s.closeFiles()
+	}
 }
 
 type answer struct {
@@ -135,7 +151,7 @@ func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
 	}
 	for ok && hedge <= 0 {
 		n, rerr := s.files[st.i].ReadAt(p, off)
-		s.m.end(st, n, rerr)
+		s.finish(st, n, rerr)
 		if rerr == nil {
 			return n, nil
 		}
@@ -152,7 +168,7 @@ func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
 		go func() {
 			buf := getBuf(len(p))
 			n, err := f.ReadAt(buf.b, off)
-			s.m.end(st, n, err)
+			s.finish(st, n, err)
 			answers <- answer{n, err, buf}
 		}()
 	}
