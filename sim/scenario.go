@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"sluice/group"
 	"sluice/mirror"
 	"sluice/stack"
+	"sluice/tomlpos"
 	"sluice/throttle"
 )
 
@@ -253,43 +253,8 @@ func (sc *Scenario) errAt(k toml.Key, format string, a ...any) error {
 
 func keyString(k toml.Key) string { return strings.Join(k, ".") }
 
-// line finds the line of key path k: a path through arrays of tables is
-// given as (table, index, key), e.g. ("job", "2", "bs").
-func (sc *Scenario) line(k toml.Key) int {
-	lines := strings.Split(sc.src, "\n")
-	from, table, idx := 0, "", -1
-	rest := []string(k)
-	if len(k) >= 2 {
-		if i, err := strconv.Atoi(k[1]); err == nil {
-			table, idx, rest = k[0], i, k[2:]
-		} else {
-			table, rest = k[0], k[1:]
-		}
-	}
-	if table != "" {
-		seen := -1
-		hdr := regexp.MustCompile(`^\s*\[\[?\s*` + regexp.QuoteMeta(table) + `\s*\]\]?\s*(#.*)?$`)
-		for i, l := range lines {
-			if hdr.MatchString(l) {
-				seen++
-				if idx < 0 || seen == idx {
-					from = i
-					break
-				}
-			}
-		}
-	}
-	if len(rest) == 0 {
-		return from + 1
-	}
-	key := regexp.MustCompile(`^\s*"?` + regexp.QuoteMeta(rest[len(rest)-1]) + `"?\s*=`)
-	for i := from; i < len(lines); i++ {
-		if key.MatchString(lines[i]) {
-			return i + 1
-		}
-	}
-	return from + 1
-}
+// line finds the line of key path k (see tomlpos.Line).
+func (sc *Scenario) line(k toml.Key) int { return tomlpos.Line(sc.src, k) }
 
 func jobKey(i int, field string) toml.Key { return toml.Key{"job", strconv.Itoa(i), field} }
 
