@@ -15,8 +15,8 @@ import (
 	"sluice/group"
 	"sluice/mirror"
 	"sluice/stack"
-	"sluice/tomlpos"
 	"sluice/throttle"
+	"sluice/tomlpos"
 )
 
 // Scenario is one experiment: devices, groups and their limits, sluice's
