@@ -81,6 +81,7 @@ type mountOpts struct {
 	debug     bool
 	mirrors   multi
 	policy    string
+	config    string
 }
 
 func mountFlags() (*flag.FlagSet, *mountOpts) {
@@ -105,6 +106,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, "dirty pages the kernel may keep of files written through shared mappings; a limited group's mmap writer runs ahead of its limit by about this much before it is paced (kernel: the kernel's own bound, 1% of its dirty limit)")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fs.StringVar(&o.config, "config", "", "a TOML file holding any of these flags under their names, and source, mountpoint, mirrors and [[group]] tables (name, match, limits); flags given here win")
 	fs.Var(&o.mirrors, "mirror", "a directory of a mirror set, served in place of SOURCE (twice or more)")
 	fs.StringVar(&o.policy, "read-policy", mirror.Default, "which mirror serves each read: adaptive (the one expected to answer first: decaying peak latency × reads in flight, sequential streams kept, a recovered mirror probed), pid (caller pid mod mirrors, as btrfs), roundrobin (the next mirror every 256 KiB), latency (lowest lifetime average)")
 	fs.Usage = func() {
@@ -120,89 +122,22 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return helpFor(fs, stdout, err)
 	}
-	opts := fsys.Options{AllowOther: o.allow, Passthrough: o.pass, Debug: o.debug, ReadPolicy: o.policy}
-	switch {
-	case len(o.mirrors) > 0 && len(pos) == 2:
-		return usagef("--mirror and SOURCE %s: a mirror set is served in place of SOURCE; give MOUNTPOINT only", pos[0])
-	case len(o.mirrors) == 1:
-		return usagef("--mirror %s: a mirror set needs --mirror twice or more (one directory: serve it as SOURCE)", o.mirrors[0])
-	case len(o.mirrors) > 0 && len(pos) != 1:
-		return usagef("with --mirror, want MOUNTPOINT only, got %d argument(s)", len(pos))
-	case len(o.mirrors) == 0 && len(pos) != 2:
-		return usagef("want SOURCE and MOUNTPOINT, got %d argument(s)", len(pos))
-	}
-	if !slices.Contains(mirror.Names, o.policy) {
-		return usagef("--read-policy %s: want one of %s", o.policy, strings.Join(mirror.Names, ", "))
-	}
-	if o.pass && len(o.mirrors) > 0 {
-		return usagef("--passthrough with --mirror: passthrough reads would bypass the read policy; drop one")
-	}
-	if len(o.mirrors) == 0 && isSet(fs, "read-policy") {
-		return usagef("--read-policy %s without --mirror: only a mirror set has a read policy", o.policy)
-	}
-	for _, d := range o.mirrors {
-		a, _ := filepath.Abs(d)
-		opts.Mirrors = append(opts.Mirrors, a)
-	}
-	if len(o.mirrors) == 0 {
-		opts.Source, _ = filepath.Abs(pos[0])
-	}
-	opts.Mountpoint, _ = filepath.Abs(pos[len(pos)-1])
-	for _, s := range o.limits {
-		l, err := group.ParseLimit(s)
-		if err != nil {
-			return usagef("--limit %q: %v", s, err)
+	var cfg *config
+	if o.config != "" {
+		if cfg, err = loadConfig(o.config, fs); err != nil {
+			return usageError{err}
 		}
-		opts.Limits = append(opts.Limits, l)
-	}
-	for _, s := range o.groups {
-		r, err := group.ParseRule(s)
-		if err != nil {
-			return usagef("--group %q: %v", s, err)
+		if pos, err = cfg.apply(fs, o, pos); err != nil {
+			return usageError{err}
 		}
-		opts.Rules = append(opts.Rules, r)
 	}
-	wait, err := maxWait(o.maxWait)
+	opts, err := mountOptions(fs, o, pos, stderr)
 	if err != nil {
-		return err
-	}
-	opts.Options.Options = stack.Options{
-		MaxIO: int64(o.maxIO), Readahead: int64(o.ra), ReadaheadBudget: bool(o.budget),
-		CacheBytes: int64(o.cache), Burst: o.burst, MaxWait: wait,
-	}
-	if err := opts.Validate(); err != nil {
-		var oe *stack.OptionError
-		if errors.As(err, &oe) {
-			return usagef("%s %s: want %s", optionFlags[oe.Field], oe.Value, oe.Want)
+		var ue usageError
+		if cfg != nil && errors.As(err, &ue) {
+			return usageError{cfg.located(ue.error)}
 		}
-		return usagef("%v", err)
-	}
-	if o.maxOpen < 16 {
-		return usagef("--max-open %d: want at least 16", o.maxOpen)
-	}
-	opts.MaxOpen = o.maxOpen
-	switch o.cacheMode {
-	case "auto":
-		opts.CacheMode = fsys.CacheAuto
-	case "direct":
-		opts.CacheMode = fsys.CacheDirect
-	case "kernel":
-		opts.CacheMode = fsys.CacheKernel
-	default:
-		return usagef("--cache-mode %s: want auto, direct or kernel", o.cacheMode)
-	}
-	if o.mapDirty == "kernel" {
-		opts.MapDirty = -1
-	} else if n, err := group.ParseSize(o.mapDirty); err != nil || n < 4096 {
-		return usagef("--map-dirty %s: want a size of at least 4KiB, or kernel", o.mapDirty)
-	} else {
-		opts.MapDirty = n
-	}
-	if len(opts.Rules) > 0 && !opts.AllowOther {
-		// Without allow_other the kernel keeps every user but the mounting
-		// one out, and rules about other callers could never match.
-		opts.AllowOther = true
-		fmt.Fprintln(stderr, "sluice: --group rules imply --allow-other (other users' access is still checked: default_permissions)")
+		return err
 	}
 	m, err := fsys.Mount(opts)
 	if err != nil {
@@ -370,4 +305,94 @@ func (b *onOff) Set(v string) error {
 func isSet(fs *flag.FlagSet, name string) (set bool) {
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// mountOptions turns the parsed mount flags and positional arguments into
+// the mount's options, or a usage error naming the flag.
+func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer) (opts fsys.Options, err error) {
+	opts = fsys.Options{AllowOther: o.allow, Passthrough: o.pass, Debug: o.debug, ReadPolicy: o.policy}
+	switch {
+	case len(o.mirrors) > 0 && len(pos) == 2:
+		return opts, usagef("--mirror and SOURCE %s: a mirror set is served in place of SOURCE; give MOUNTPOINT only", pos[0])
+	case len(o.mirrors) == 1:
+		return opts, usagef("--mirror %s: a mirror set needs --mirror twice or more (one directory: serve it as SOURCE)", o.mirrors[0])
+	case len(o.mirrors) > 0 && len(pos) != 1:
+		return opts, usagef("with --mirror, want MOUNTPOINT only, got %d argument(s)", len(pos))
+	case len(o.mirrors) == 0 && len(pos) != 2:
+		return opts, usagef("want SOURCE and MOUNTPOINT, got %d argument(s)", len(pos))
+	}
+	if !slices.Contains(mirror.Names, o.policy) {
+		return opts, usagef("--read-policy %s: want one of %s", o.policy, strings.Join(mirror.Names, ", "))
+	}
+	if o.pass && len(o.mirrors) > 0 {
+		return opts, usagef("--passthrough with --mirror: passthrough reads would bypass the read policy; drop one")
+	}
+	if len(o.mirrors) == 0 && isSet(fs, "read-policy") {
+		return opts, usagef("--read-policy %s without --mirror: only a mirror set has a read policy", o.policy)
+	}
+	for _, d := range o.mirrors {
+		a, _ := filepath.Abs(d)
+		opts.Mirrors = append(opts.Mirrors, a)
+	}
+	if len(o.mirrors) == 0 {
+		opts.Source, _ = filepath.Abs(pos[0])
+	}
+	opts.Mountpoint, _ = filepath.Abs(pos[len(pos)-1])
+	for _, s := range o.limits {
+		l, err := group.ParseLimit(s)
+		if err != nil {
+			return opts, usagef("--limit %q: %v", s, err)
+		}
+		opts.Limits = append(opts.Limits, l)
+	}
+	for _, s := range o.groups {
+		r, err := group.ParseRule(s)
+		if err != nil {
+			return opts, usagef("--group %q: %v", s, err)
+		}
+		opts.Rules = append(opts.Rules, r)
+	}
+	wait, err := maxWait(o.maxWait)
+	if err != nil {
+		return opts, err
+	}
+	opts.Options.Options = stack.Options{
+		MaxIO: int64(o.maxIO), Readahead: int64(o.ra), ReadaheadBudget: bool(o.budget),
+		CacheBytes: int64(o.cache), Burst: o.burst, MaxWait: wait,
+	}
+	if err := opts.Validate(); err != nil {
+		var oe *stack.OptionError
+		if errors.As(err, &oe) {
+			return opts, usagef("%s %s: want %s", optionFlags[oe.Field], oe.Value, oe.Want)
+		}
+		return opts, usagef("%v", err)
+	}
+	if o.maxOpen < 16 {
+		return opts, usagef("--max-open %d: want at least 16", o.maxOpen)
+	}
+	opts.MaxOpen = o.maxOpen
+	switch o.cacheMode {
+	case "auto":
+		opts.CacheMode = fsys.CacheAuto
+	case "direct":
+		opts.CacheMode = fsys.CacheDirect
+	case "kernel":
+		opts.CacheMode = fsys.CacheKernel
+	default:
+		return opts, usagef("--cache-mode %s: want auto, direct or kernel", o.cacheMode)
+	}
+	if o.mapDirty == "kernel" {
+		opts.MapDirty = -1
+	} else if n, err := group.ParseSize(o.mapDirty); err != nil || n < 4096 {
+		return opts, usagef("--map-dirty %s: want a size of at least 4KiB, or kernel", o.mapDirty)
+	} else {
+		opts.MapDirty = n
+	}
+	if len(opts.Rules) > 0 && !opts.AllowOther {
+		// Without allow_other the kernel keeps every user but the mounting
+		// one out, and rules about other callers could never match.
+		opts.AllowOther = true
+		fmt.Fprintln(stderr, "sluice: --group rules imply --allow-other (other users' access is still checked: default_permissions)")
+	}
+	return opts, nil
 }

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sluice/fsys"
+)
+
+// configOptions parses a command line with a config file the way
+// cmdMount does, up to the mount's options.
+func configOptions(t *testing.T, src string, args ...string) (fsys.Options, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sluice.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs, o := mountFlags()
+	pos, err := parse(fs, append([]string{"--config", path}, args...))
+	if err != nil {
+		return fsys.Options{}, err
+	}
+	c, err := loadConfig(o.config, fs)
+	if err != nil {
+		return fsys.Options{}, err
+	}
+	if pos, err = c.apply(fs, o, pos); err != nil {
+		return fsys.Options{}, err
+	}
+	opts, err := mountOptions(fs, o, pos, io.Discard)
+	if ue, ok := err.(usageError); ok {
+		err = c.located(ue.error)
+	}
+	return opts, err
+}
+
+// TestConfig: every field of a config file reaches the mount's options.
+func TestConfig(t *testing.T) {
+	opts, err := configOptions(t, `
+source = "/srv/data"
+mountpoint = "/mnt/data"
+max-io = "256KiB"
+readahead = "512KiB"
+readahead-budget = "off"
+cache = "64MiB"
+burst = "250ms"
+max-wait = "3s"
+allow-other = true
+max-open = 64
+cache-mode = "kernel"
+map-dirty = "8MiB"
+passthrough = true
+debug = true
+
+[[group]]
+name = "tenants/a"
+match = ["uid=1001", "comm=rsync"]
+limits = "rbps=10MiB wiops=100"
+
+[[group]]
+name = "backup"
+match = ["gid=34"]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := opts.Options.Options
+	checks := map[string]bool{
+		"source":           opts.Source == "/srv/data",
+		"mountpoint":       opts.Mountpoint == "/mnt/data",
+		"max-io":           s.MaxIO == 256<<10,
+		"readahead":        s.Readahead == 512<<10,
+		"readahead-budget": !s.ReadaheadBudget,
+		"cache":            s.CacheBytes == 64<<20,
+		"burst":            s.Burst == 250*time.Millisecond,
+		"max-wait":         s.MaxWait == 3*time.Second,
+		"allow-other":      opts.AllowOther,
+		"max-open":         opts.MaxOpen == 64,
+		"cache-mode":       opts.CacheMode == fsys.CacheKernel,
+		"map-dirty":        opts.MapDirty == 8<<20,
+		"passthrough":      opts.Passthrough,
+		"debug":            opts.Debug,
+		"group rules":      len(opts.Rules) == 3 && opts.Rules[0].Group == "tenants/a" && opts.Rules[2].Group == "backup",
+		"group limits":     len(opts.Limits) == 1 && opts.Limits[0].String() == "tenants/a rbps=10MiB wiops=100",
+	}
+	for field, ok := range checks {
+		if !ok {
+			t.Errorf("%s not applied: %+v", field, opts)
+		}
+	}
+
+	mirrors, err := configOptions(t, "mirrors = [\"/a\", \"/b\"]\nmountpoint = \"/m\"\nread-policy = \"pid\"\n")
+	if err != nil || len(mirrors.Mirrors) != 2 || mirrors.Mirrors[1] != "/b" || mirrors.ReadPolicy != "pid" || mirrors.Source != "" {
+		t.Errorf("mirrors from the file: %+v, %v", mirrors, err)
+	}
+}
+
+// TestConfigOverride: the command line wins over the file.
+func TestConfigOverride(t *testing.T) {
+	opts, err := configOptions(t, `
+source = "/srv/data"
+mountpoint = "/mnt/data"
+cache-mode = "direct"
+[[group]]
+name = "t"
+match = ["uid=1001"]
+limits = "rbps=1MiB wbps=1MiB"
+`, "--cache-mode", "kernel", "--limit", "t rbps=5MiB", "--group", "fast uid=1001", "/other/src", "/other/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.CacheMode != fsys.CacheKernel {
+		t.Errorf("--cache-mode kernel did not win over the file's direct")
+	}
+	if opts.Source != "/other/src" || opts.Mountpoint != "/other/mnt" {
+		t.Errorf("positional arguments did not win: %s %s", opts.Source, opts.Mountpoint)
+	}
+	if len(opts.Rules) != 2 || opts.Rules[0].Group != "fast" {
+		t.Errorf("command-line rules are not matched first: %+v", opts.Rules)
+	}
+	if n := len(opts.Limits); n != 2 || opts.Limits[n-1].String() != "t rbps=5MiB" {
+		t.Errorf("command-line limit not applied last: %+v", opts.Limits)
+	}
+}
+
+// TestConfigErrors: every kind of error names the file, the line and the
+// field.
+func TestConfigErrors(t *testing.T) {
+	head := "source = \"/s\"\nmountpoint = \"/m\"\n"
+	for _, c := range []struct{ src, want string }{
+		{head + "cache-mode = \"fast\"\n", ":3: cache-mode: fast: want auto, direct or kernel"},
+		{head + "max-io = \"1k\"\n", ":3: max-io: 1KiB: want a multiple of 4KiB"},
+		{head + "readahead = \"lots\"\n", ":3: readahead: \"lots\": "},
+		{head + "max-wait = \"soon\"\n", ":3: max-wait: \"soon\": want auto, 0 (no cap) or a duration"},
+		{head + "bogus = 1\n", ":3: bogus: unknown field"},
+		{head + "limit = \"x rbps=1\"\n", ":3: limit: not allowed in a config file: use [[group]] tables"},
+		{head + "cache-mode = [1]\n", ":3: cache-mode: want a string, number or boolean"},
+		{head + "read-policy = \"pid\"\n", ":3: read-policy: pid without --mirror"},
+		{"source = 1\n", ":1: source: want a directory"},
+		{"mirrors = [\"/a\"]\nmountpoint = \"/m\"\n", ":1: mirrors: want two directories or more"},
+		{head + "[[group]]\nname = \"t\"\nlimits = \"rbps=1MiX\"\n", ":5: group.limits: \"t rbps=1MiX\": bad size"},
+		{head + "[[group]]\nname = \"t\"\nmatch = [\"uid=nobody-such\"]\n", ":5: group.match: \"t uid=nobody-such\": unknown user"},
+		{head + "[[group]]\nmatch = [\"uid=1\"]\n", ":3: group: a [[group]] needs a name"},
+		{head + "[[group]]\nname = \"t\"\nlimit = \"rbps=1\"\n", ":5: group.limit: unknown field"},
+		{head + "max-io = \n", ":3: "},
+		{"mountpoint = \"/m\"\n", "no source"},
+	} {
+		_, err := configOptions(t, c.src)
+		if err == nil || !strings.Contains(err.Error(), "sluice.toml"+c.want) && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("config %q: error %v, want it to contain %q", c.src, err, c.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), "sluice.toml") {
+			t.Errorf("config %q: error %v does not name the file", c.src, err)
+		}
+	}
+}
+
+// TestConfigMount: a mount made from a config file alone serves what it
+// names with the groups and limits it holds.
+func TestConfigMount(t *testing.T) {
+	needMount(t)
+	dir := t.TempDir()
+	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
+	os.Mkdir(src, 0o755)
+	os.Mkdir(mnt, 0o755)
+	os.WriteFile(filepath.Join(src, "hello"), []byte("hello"), 0o644)
+	cfg := filepath.Join(dir, "sluice.toml")
+	os.WriteFile(cfg, []byte(`source = "`+src+`"
+mountpoint = "`+mnt+`"
+cache-mode = "direct"
+[[group]]
+name = "tenants/a"
+match = ["uid=4242"]
+limits = "rbps=3MiB wiops=50"
+`), 0o644)
+	startMount(t, mnt, "mount", "--config", cfg)
+	if b, err := os.ReadFile(filepath.Join(mnt, "hello")); err != nil || string(b) != "hello" {
+		t.Fatalf("read through a mount made from a config file: %q, %v", b, err)
+	}
+	out, err := sluice("stat", mnt).Output()
+	if err != nil || !strings.Contains(string(out), "rbps=3MiB wbps=max riops=max wiops=50") {
+		t.Errorf("stat of a mount made from a config file: %v\n%s", err, out)
+	}
+}
