@@ -51,6 +51,9 @@ type Target interface {
 	// Resync starts making a mirror set's stale mirrors equal again,
 	// copying at most rate bytes a second (0: no bound).
 	Resync(rate int64) error
+	// Reload reads the mount's config file again and applies what can
+	// change live; a non-empty note names what needs a remount.
+	Reload() (note string, err error)
 }
 
 type request struct {
@@ -192,6 +195,13 @@ func (s *Server) handle(c *net.UnixConn) {
 			return
 		}
 		enc.Encode(response{Note: note})
+	case "reload":
+		note, err := s.t.Reload()
+		if err != nil {
+			enc.Encode(response{Error: err.Error()})
+			return
+		}
+		enc.Encode(response{Note: note})
 	case "resync":
 		if err := s.t.Resync(req.Rate); err != nil {
 			enc.Encode(response{Error: err.Error()})
@@ -278,6 +288,13 @@ func Stat(mountpoint string) (Status, error) {
 // mount's warning, if any, about a change it applied.
 func Set(mountpoint, spec string) (note string, err error) {
 	resp, err := call(mountpoint, request{Op: "set", Limit: spec})
+	return resp.Note, err
+}
+
+// Reload asks the mount at mountpoint to read its config file again. It
+// returns the mount's note on what needs a remount, if anything.
+func Reload(mountpoint string) (note string, err error) {
+	resp, err := call(mountpoint, request{Op: "reload"})
 	return resp.Note, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,7 +114,7 @@ type FS struct {
 	eng      *engine.Engine
 	tree     backing.Tree
 	mirrors  *backing.Mirror // the tree, when it is a mirror set
-	resolver *group.Resolver
+	resolver atomic.Pointer[group.Resolver]
 	server   *fuse.Server
 	epoch    time.Time
 
@@ -201,11 +202,8 @@ func Mount(opts Options) (*FS, error) {
 		eng.Close()
 		return nil, err
 	}
-	f.resolver = group.NewResolver(&group.Classifier{Rules: opts.Rules})
 	f.group(group.Default)
-	for _, r := range opts.Rules {
-		f.group(r.Group)
-	}
+	f.SetRules(opts.Rules)
 	for _, l := range opts.Limits {
 		f.SetLimit(l)
 	}
@@ -309,6 +307,16 @@ func (f *FS) Unmount() error {
 // Engine returns the engine serving the mount.
 func (f *FS) Engine() *engine.Engine { return f.eng }
 
+// SetRules replaces the classification rules: requests from now on are
+// charged to the group of the first rule they match, or the default
+// group. Requests in flight keep their groups.
+func (f *FS) SetRules(rules []group.Rule) {
+	for _, r := range rules {
+		f.group(r.Group)
+	}
+	f.resolver.Store(group.NewResolver(&group.Classifier{Rules: slices.Clone(rules)}))
+}
+
 // Mirrors is the mirror set served, nil when the mount serves SOURCE.
 func (f *FS) Mirrors() *backing.Mirror { return f.mirrors }
 
@@ -367,7 +375,7 @@ func (f *FS) caller(ctx context.Context) (*throttle.Group, bool) {
 	if !ok {
 		return f.group(group.Default), false
 	}
-	name := f.resolver.Group(int64(time.Since(f.epoch)), c.Uid, c.Gid, c.Pid)
+	name := f.resolver.Load().Group(int64(time.Since(f.epoch)), c.Uid, c.Gid, c.Pid)
 	return f.group(name), c.Pid != 0
 }
 

@@ -189,7 +189,7 @@ func (f *FS) cred(h *fuse.InHeader, umask uint32) *backing.Cred {
 // supplementary groups are the calling thread's, from the resolver's cache.
 func (f *FS) callerCred(o *fuse.Owner, tid uint32, umask uint32) *backing.Cred {
 	return &backing.Cred{Uid: o.Uid, Gid: o.Gid, Umask: umask & 0o777,
-		Groups: f.resolver.Groups(int64(time.Since(f.epoch)), tid)}
+		Groups: f.resolver.Load().Groups(int64(time.Since(f.epoch)), tid)}
 }
 
 // nearFullBytes is the free space below which writes of callers other

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"sluice/control"
 	"sluice/fsys"
 )
 
@@ -184,5 +190,107 @@ limits = "rbps=3MiB wiops=50"
 	out, err := sluice("stat", mnt).Output()
 	if err != nil || !strings.Contains(string(out), "rbps=3MiB wbps=max riops=max wiops=50") {
 		t.Errorf("stat of a mount made from a config file: %v\n%s", err, out)
+	}
+}
+
+// TestReload: a changed limit reaches a reader in the middle of a file,
+// which sees no error; a broken file is refused and the limits in force
+// stay; SIGHUP reloads too; limits the file no longer gives go back to max.
+func TestReload(t *testing.T) {
+	needMount(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755) // uid 4242 reads through the mount below
+	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
+	os.Mkdir(src, 0o755)
+	os.Mkdir(mnt, 0o755)
+	const size = 16 << 20
+	if err := os.WriteFile(filepath.Join(src, "big"), make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "sluice.toml")
+	write := func(limits string) {
+		t.Helper()
+		body := "source = \"" + src + "\"\nmountpoint = \"" + mnt + "\"\ncache-mode = \"direct\"\n[[group]]\nname = \"t\"\nmatch = [\"uid=4242\"]\n"
+		if limits != "" {
+			body += "limits = \"" + limits + "\"\n"
+		}
+		if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limitsOf := func() string {
+		out, err := sluice("stat", "--json", mnt).Output()
+		var st control.Status
+		if err != nil || json.Unmarshal(out, &st) != nil {
+			t.Fatalf("stat: %v\n%s", err, out)
+		}
+		if g := find(st, "t"); g != nil {
+			return g.Limits
+		}
+		return ""
+	}
+	write("rbps=256KiB wiops=50")
+	cmd, _, _, _ := startMount(t, mnt, "mount", "--config", cfg)
+
+	// A reader as uid 4242: 16 MiB at 256 KiB/s would take 64 s.
+	reader := exec.Command("dd", "if="+filepath.Join(mnt, "big"), "of=/dev/null", "bs=64k")
+	reader.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4242, Gid: 4242}}
+	var out bytes.Buffer
+	reader.Stderr = &out
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- reader.Wait() }()
+	defer reader.Process.Kill()
+	// Mid-file: some of it read, far from all.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var st control.Status
+		b, _ := sluice("stat", "--json", mnt).Output()
+		json.Unmarshal(b, &st)
+		if g := find(st, "t"); g != nil && g.AppRBytes > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader read nothing in 10 s: %s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	write("rbps=64MiB")
+	if b, err := sluice("reload", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("reload: %v\n%s", err, b)
+	}
+	reloaded := time.Now()
+	if l := limitsOf(); l != "rbps=64MiB wbps=max riops=max wiops=max" {
+		t.Errorf("limits after the reload: %s (wiops, no longer in the file, should be max)", l)
+	}
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), fmt.Sprint(size)+" bytes") {
+			t.Errorf("reader across the reload: %v\n%s", err, out.String())
+		}
+		t.Logf("the reader finished %v after the reload", time.Since(reloaded))
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the reader was still reading 20 s after the limit went from 256 KiB/s to 64 MiB/s")
+	}
+
+	// A broken file is refused; the limits in force stay.
+	os.WriteFile(cfg, []byte("source = \n"), 0o644)
+	if b, err := sluice("reload", mnt).CombinedOutput(); err == nil || !strings.Contains(string(b), cfg+":1:") {
+		t.Errorf("reload of a broken file: %v\n%s", err, b)
+	}
+	if l := limitsOf(); l != "rbps=64MiB wbps=max riops=max wiops=max" {
+		t.Errorf("limits after a refused reload: %s", l)
+	}
+
+	// SIGHUP; and a group whose limits are gone goes back to max.
+	write("")
+	cmd.Process.Signal(syscall.SIGHUP)
+	for deadline := time.Now().Add(10 * time.Second); limitsOf() != "rbps=max wbps=max riops=max wiops=max"; {
+		if time.Now().After(deadline) {
+			t.Fatalf("limits 10 s after SIGHUP: %s", limitsOf())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

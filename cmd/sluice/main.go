@@ -20,6 +20,7 @@ Usage:
   sluice set MOUNTPOINT 'GROUP KEY=VALUE...'  change a group's limits live
   sluice set MOUNTPOINT read-policy=NAME   switch a mirror set's read policy
   sluice resync [--rate SIZE] MOUNTPOINT   make a mirror set's stale mirrors equal again
+  sluice reload MOUNTPOINT                 apply a mount's changed config file (or SIGHUP)
   sluice sim [flags] SCENARIO.toml         run a scenario on virtual time
   sluice help [COMMAND]                    this text, or a command's flags
 
@@ -47,6 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdSet(rest, stdout, stderr)
 	case "resync":
 		err = cmdResync(rest, stdout, stderr)
+	case "reload":
+		err = cmdReload(rest, stdout, stderr)
 	case "sim":
 		err = cmdSim(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -85,6 +88,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		fs = setFlags()
 	case "resync":
 		fs, _, _ = resyncFlags()
+	case "reload":
+		fs = reloadFlags()
 	case "sim":
 		fs, _ = simFlags()
 	default:

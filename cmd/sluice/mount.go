@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -117,33 +118,16 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 }
 
 func cmdMount(args []string, stdout, stderr io.Writer) error {
-	fs, o := mountFlags()
-	pos, err := parse(fs, args)
+	opts, config, err := commandOptions(args, stdout, stderr)
 	if err != nil {
-		return helpFor(fs, stdout, err)
-	}
-	var cfg *config
-	if o.config != "" {
-		if cfg, err = loadConfig(o.config, fs); err != nil {
-			return usageError{err}
-		}
-		if pos, err = cfg.apply(fs, o, pos); err != nil {
-			return usageError{err}
-		}
-	}
-	opts, err := mountOptions(fs, o, pos, stderr)
-	if err != nil {
-		var ue usageError
-		if cfg != nil && errors.As(err, &ue) {
-			return usageError{cfg.located(ue.error)}
-		}
 		return err
 	}
 	m, err := fsys.Mount(opts)
 	if err != nil {
 		return err
 	}
-	srv, err := control.Listen(opts.Mountpoint, target{m, opts})
+	t := &target{m: m, opts: opts, args: args, config: config}
+	srv, err := control.Listen(opts.Mountpoint, t)
 	if err != nil {
 		m.Unmount()
 		m.Wait()
@@ -155,6 +139,23 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	} else {
 		fmt.Fprintf(stderr, "sluice: serving %s on %s\n", opts.Source, opts.Mountpoint)
 	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			note, err := t.Reload()
+			switch {
+			case err != nil:
+				fmt.Fprintf(stderr, "sluice: SIGHUP: reload refused, the running configuration stays: %v\n", err)
+			case note != "":
+				fmt.Fprintf(stderr, "sluice: SIGHUP: reloaded %s; %s\n", config, note)
+			default:
+				fmt.Fprintf(stderr, "sluice: SIGHUP: reloaded %s\n", config)
+			}
+		}
+	}()
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -204,11 +205,17 @@ func maxWait(s string) (time.Duration, error) {
 
 // target connects the control socket to a mount.
 type target struct {
-	m    *fsys.FS
+	m      *fsys.FS
+	args   []string // the mount's command line, read again by Reload
+	config string   // its config file, if any
+
+	mu   sync.Mutex
 	opts fsys.Options
 }
 
-func (t target) Status() control.Status {
+func (t *target) Status() control.Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	st := control.Status{
 		Source: t.opts.Source, Mountpoint: t.opts.Mountpoint,
 		Backing: t.m.Backing(), Time: time.Now(), Metrics: t.m.Engine().Metrics(),
@@ -220,7 +227,7 @@ func (t target) Status() control.Status {
 	return st
 }
 
-func (t target) Resync(rate int64) error {
+func (t *target) Resync(rate int64) error {
 	ms := t.m.Mirrors()
 	if ms == nil {
 		return errors.New("this mount serves no mirror set: nothing to resync")
@@ -228,7 +235,7 @@ func (t target) Resync(rate int64) error {
 	return ms.StartResync(rate)
 }
 
-func (t target) Set(spec string) (string, error) {
+func (t *target) Set(spec string) (string, error) {
 	if name, ok := strings.CutPrefix(spec, "read-policy="); ok {
 		ms := t.m.Mirrors()
 		if ms == nil {
@@ -249,7 +256,7 @@ func (t target) Set(spec string) (string, error) {
 
 // reachable reports whether some caller can be charged to name: it is the
 // default group, a rule's group, or an ancestor of one.
-func (t target) reachable(name string) bool {
+func (t *target) reachable(name string) bool {
 	if name == group.Default {
 		return true
 	}
@@ -305,6 +312,31 @@ func (b *onOff) Set(v string) error {
 func isSet(fs *flag.FlagSet, name string) (set bool) {
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// commandOptions parses a mount command line, its config file included,
+// into the mount's options; configPath is the config file's, if any.
+func commandOptions(args []string, stdout, stderr io.Writer) (opts fsys.Options, configPath string, err error) {
+	fs, o := mountFlags()
+	pos, err := parse(fs, args)
+	if err != nil {
+		return opts, "", helpFor(fs, stdout, err)
+	}
+	var cfg *config
+	if o.config != "" {
+		if cfg, err = loadConfig(o.config, fs); err != nil {
+			return opts, "", usageError{err}
+		}
+		if pos, err = cfg.apply(fs, o, pos); err != nil {
+			return opts, "", usageError{err}
+		}
+	}
+	opts, err = mountOptions(fs, o, pos, stderr)
+	var ue usageError
+	if cfg != nil && errors.As(err, &ue) {
+		err = usageError{cfg.located(ue.error)}
+	}
+	return opts, o.config, err
 }
 
 // mountOptions turns the parsed mount flags and positional arguments into
@@ -395,4 +427,79 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 		fmt.Fprintln(stderr, "sluice: --group rules imply --allow-other (other users' access is still checked: default_permissions)")
 	}
 	return opts, nil
+}
+
+// Reload reads the mount's command line and config file again and applies
+// what can change on a running mount: the groups' rules and limits (a
+// group whose limits the file no longer gives, or gives fewer of, goes
+// back to max for those) and the read policy. Requests in flight are not
+// dropped. A file that does not parse or check is refused and nothing
+// changes; other changed settings are named in the note, as needing a
+// remount.
+func (t *target) Reload() (note string, err error) {
+	if t.config == "" {
+		return "", errors.New("this mount was started without --config: nothing to reload")
+	}
+	next, _, err := commandOptions(t.args, io.Discard, io.Discard)
+	if err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.opts
+	if next.ReadPolicy != cur.ReadPolicy && t.m.Mirrors() != nil {
+		if err := t.m.Mirrors().SetPolicy(next.ReadPolicy); err != nil {
+			return "", err
+		}
+	}
+	t.m.SetRules(next.Rules)
+	// Each group named before or now gets every key: the file's value, or
+	// max.
+	full := map[string]group.LimitSpec{}
+	var order []string
+	for _, l := range append(slices.Clone(cur.Limits), next.Limits...) {
+		if _, ok := full[l.Group]; !ok {
+			zero := int64(0)
+			full[l.Group] = group.LimitSpec{Group: l.Group, RBPS: &zero, WBPS: &zero, RIOPS: &zero, WIOPS: &zero}
+			order = append(order, l.Group)
+		}
+	}
+	for _, l := range next.Limits {
+		f := full[l.Group]
+		for _, p := range []struct {
+			dst **int64
+			v   *int64
+		}{{&f.RBPS, l.RBPS}, {&f.WBPS, l.WBPS}, {&f.RIOPS, l.RIOPS}, {&f.WIOPS, l.WIOPS}} {
+			if p.v != nil {
+				*p.dst = p.v
+			}
+		}
+		full[l.Group] = f
+	}
+	for _, g := range order {
+		t.m.SetLimit(full[g])
+	}
+	var stale []string
+	for name, same := range map[string]bool{
+		"source":                        cur.Source == next.Source && slices.Equal(cur.Mirrors, next.Mirrors),
+		"mountpoint":                    cur.Mountpoint == next.Mountpoint,
+		"max-io, readahead, cache, ...": cur.Options.Options == next.Options.Options,
+		"allow-other":                   cur.AllowOther == next.AllowOther,
+		"passthrough":                   cur.Passthrough == next.Passthrough,
+		"max-open":                      cur.MaxOpen == next.MaxOpen,
+		"map-dirty":                     cur.MapDirty == next.MapDirty,
+		"cache-mode":                    cur.CacheMode == next.CacheMode,
+		"debug":                         cur.Debug == next.Debug,
+	} {
+		if !same {
+			stale = append(stale, name)
+		}
+	}
+	next.Source, next.Mirrors, next.Mountpoint = cur.Source, cur.Mirrors, cur.Mountpoint
+	t.opts = next
+	if len(stale) > 0 {
+		slices.Sort(stale)
+		return fmt.Sprintf("changed but applied only by a remount: %s", strings.Join(stale, "; ")), nil
+	}
+	return "", nil
 }

@@ -180,3 +180,41 @@ func cmdResync(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 }
+
+func reloadFlags() *flag.FlagSet {
+	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: sluice reload MOUNTPOINT
+
+Reads the config file a mount was started with (mount --config) again,
+with the same command line, and applies what can change while it serves:
+the groups' rules and limits and a mirror set's read policy. Requests in
+flight are not dropped. A group whose limits the file no longer gives goes
+back to max. A file that does not parse or check is refused with the error,
+and the running configuration stays as it was. Settings that only a remount
+changes (SOURCE, max-io, cache-mode, ...) are named. SIGHUP to the mount
+does the same.
+  sluice reload /mnt/data
+`)
+	}
+	return fs
+}
+
+func cmdReload(args []string, stdout, stderr io.Writer) error {
+	fs := reloadFlags()
+	pos, err := parse(fs, args)
+	if err != nil {
+		return helpFor(fs, stdout, err)
+	}
+	if len(pos) != 1 {
+		return usagef("want one MOUNTPOINT, got %d argument(s)", len(pos))
+	}
+	note, err := control.Reload(pos[0])
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		fmt.Fprintf(stderr, "sluice reload: warning: %s\n", note)
+	}
+	return nil
+}
