@@ -169,10 +169,7 @@ func TestConfigErrors(t *testing.T) {
 // names with the groups and limits it holds.
 func TestConfigMount(t *testing.T) {
 	needMount(t)
-	dir := t.TempDir()
-	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
-	os.Mkdir(src, 0o755)
-	os.Mkdir(mnt, 0o755)
+	dir, src, mnt := srcMnt(t)
 	os.WriteFile(filepath.Join(src, "hello"), []byte("hello"), 0o644)
 	cfg := filepath.Join(dir, "sluice.toml")
 	os.WriteFile(cfg, []byte(`source = "`+src+`"
@@ -198,12 +195,7 @@ limits = "rbps=3MiB wiops=50"
 // stay; SIGHUP reloads too; limits the file no longer gives go back to max.
 func TestReload(t *testing.T) {
 	needMount(t)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	os.Chmod(filepath.Dir(dir), 0o755) // uid 4242 reads through the mount below
-	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
-	os.Mkdir(src, 0o755)
-	os.Mkdir(mnt, 0o755)
+	dir, src, mnt := srcMnt(t)
 	const size = 16 << 20
 	if err := os.WriteFile(filepath.Join(src, "big"), make([]byte, size), 0o644); err != nil {
 		t.Fatal(err)

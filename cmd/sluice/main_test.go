@@ -160,10 +160,7 @@ func TestMountFlagDefaults(t *testing.T) {
 // stat, set a live limit, stat again, stop with SIGTERM.
 func TestEndToEnd(t *testing.T) {
 	needMount(t)
-	dir := t.TempDir()
-	src, mnt := filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
-	os.Mkdir(src, 0o755)
-	os.Mkdir(mnt, 0o755)
+	_, src, mnt := srcMnt(t)
 	os.WriteFile(filepath.Join(src, "hello"), []byte("hello, sluice\n"), 0o644)
 
 	cmd, stderr, exited, waitErr := startMount(t, mnt, "mount", "--limit", "default rbps=10MiB riops=max", "--group", "tenants/a uid=4242", src, mnt)
@@ -356,4 +353,17 @@ func needMount(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skipf("skipping: no /dev/fuse: %v", err)
 	}
+}
+
+// srcMnt makes a test directory with empty src and mnt directories, all
+// reachable by other users.
+func srcMnt(t *testing.T) (dir, src, mnt string) {
+	t.Helper()
+	dir = t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	src, mnt = filepath.Join(dir, "src"), filepath.Join(dir, "mnt")
+	os.Mkdir(src, 0o755)
+	os.Mkdir(mnt, 0o755)
+	return dir, src, mnt
 }
