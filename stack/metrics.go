@@ -49,6 +49,27 @@ type Counters struct {
 	WThrottledNs int64 `json:"wthrottled_ns"`
 }
 
+// WaitBounds are the upper bounds, in ns, of the buckets of a
+// WaitHistogram: 0 (no wait) to 10 s.
+var WaitBounds = [...]int64{0, 100e3, 1e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 500e6, 1e9, 2.5e9, 5e9, 10e9}
+
+// WaitHistogram counts waits by bucket: Counts[i] waits of at most
+// WaitBounds[i] (and more than the bound before), the last bucket the
+// rest; SumNs is their total.
+type WaitHistogram struct {
+	Counts [len(WaitBounds) + 1]int64
+	SumNs  int64
+}
+
+func (h *WaitHistogram) add(ns int64) {
+	i := 0
+	for i < len(WaitBounds) && ns > WaitBounds[i] {
+		i++
+	}
+	h.Counts[i]++
+	h.SumNs += ns
+}
+
 // CounterField describes one field of Counters for renderings that walk
 // them: the stat table, an exporter.
 type CounterField struct {
@@ -84,13 +105,33 @@ var CounterFields = []CounterField{
 	{Name: "wthrottled_ns", Help: "time write pieces waited for the throttle", Nanos: true, Get: func(c *Counters) int64 { return c.WThrottledNs }},
 }
 
-func (s *Stack) counters(g *throttle.Group) *Counters {
+// groupStats are a group's counters and wait histograms.
+type groupStats struct {
+	Counters
+	rwait, wwait WaitHistogram
+}
+
+func (s *Stack) counters(g *throttle.Group) *Counters { return &s.groupStats(g).Counters }
+
+func (s *Stack) groupStats(g *throttle.Group) *groupStats {
 	c := s.stats[g]
 	if c == nil {
-		c = new(Counters)
+		c = new(groupStats)
 		s.stats[g] = c
 	}
 	return c
+}
+
+// waited records a device I/O's throttle wait in the histograms of g and
+// every ancestor.
+func (s *Stack) waited(g *throttle.Group, d throttle.Dir, ns int64) {
+	for ; g != nil; g = g.Parent() {
+		if gs := s.groupStats(g); d == throttle.Read {
+			gs.rwait.add(ns)
+		} else {
+			gs.wwait.add(ns)
+		}
+	}
 }
 
 // each applies fn to the counters of g and every ancestor.
@@ -106,6 +147,9 @@ type GroupMetrics struct {
 	Group  string `json:"group"`
 	Limits string `json:"limits"`
 	Counters
+	// ReadWait and WriteWait count device reads and writes by how long
+	// each waited for the throttle (for exporters; not in stat's JSON).
+	ReadWait, WriteWait WaitHistogram `json:"-"`
 }
 
 // Metrics is a snapshot of the stack's figures.
@@ -120,7 +164,8 @@ type Metrics struct {
 func (s *Stack) Metrics() Metrics {
 	m := Metrics{CacheBytes: s.cached * PageSize, CacheLimit: s.limit * PageSize, Queued: s.queue.Len()}
 	for g, c := range s.stats {
-		m.Groups = append(m.Groups, GroupMetrics{Group: g.Path(), Limits: group.FormatLimits(g.Limits()), Counters: *c})
+		m.Groups = append(m.Groups, GroupMetrics{Group: g.Path(), Limits: group.FormatLimits(g.Limits()), Counters: c.Counters,
+			ReadWait: c.rwait, WriteWait: c.wwait})
 	}
 	sort.Slice(m.Groups, func(i, j int) bool { return m.Groups[i].Group < m.Groups[j].Group })
 	return m

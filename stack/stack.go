@@ -153,7 +153,7 @@ type Stack struct {
 	lru     pageList
 	cached  int64 // valid pages in the LRU
 	limit   int64 // page capacity
-	stats   map[*throttle.Group]*Counters
+	stats   map[*throttle.Group]*groupStats
 	waiting reqList // requests with a deadline, oldest first
 	dirty   []*file // files with a dirty span, oldest span first
 	scratch []*throttle.Request
@@ -175,7 +175,7 @@ func New(opts Options) (*Stack, error) {
 		queue: throttle.NewQueue(t),
 		files: make(map[uint64]*file),
 		limit: opts.CacheBytes / PageSize,
-		stats: make(map[*throttle.Group]*Counters),
+		stats: make(map[*throttle.Group]*groupStats),
 	}
 	s.lru.init()
 	return s, nil
@@ -240,6 +240,9 @@ func (s *Stack) release(now int64) Actions {
 func (s *Stack) admitted(now int64, io *IO) {
 	io.started = true
 	wait := now - io.queuedAt
+	if io.Op != opGate {
+		s.waited(io.group, io.Dir, wait)
+	}
 	s.each(io.group, func(c *Counters) {
 		c.ThrottledNs += wait
 		switch {

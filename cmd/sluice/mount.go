@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,9 +19,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sluice/backing"
 	"sluice/control"
 	"sluice/fsys"
 	"sluice/group"
+	"sluice/metrics"
 	"sluice/mirror"
 	"sluice/stack"
 )
@@ -83,6 +87,7 @@ type mountOpts struct {
 	mirrors   multi
 	policy    string
 	config    string
+	metrics   string
 }
 
 func mountFlags() (*flag.FlagSet, *mountOpts) {
@@ -107,6 +112,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, "dirty pages the kernel may keep of files written through shared mappings; a limited group's mmap writer runs ahead of its limit by about this much before it is paced (kernel: the kernel's own bound, 1% of its dirty limit)")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (host:port; off when empty)")
 	fs.StringVar(&o.config, "config", "", "a TOML file holding any of these flags under their names, and source, mountpoint, mirrors and [[group]] tables (name, match, limits); flags given here win")
 	fs.Var(&o.mirrors, "mirror", "a directory of a mirror set, served in place of SOURCE (twice or more)")
 	fs.StringVar(&o.policy, "read-policy", mirror.Default, "which mirror serves each read: adaptive (the one expected to answer first: decaying peak latency × reads in flight, sequential streams kept, a recovered mirror probed), pid (caller pid mod mirrors, as btrfs), roundrobin (the next mirror every 256 KiB), latency (lowest lifetime average)")
@@ -118,13 +124,27 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 }
 
 func cmdMount(args []string, stdout, stderr io.Writer) error {
-	opts, config, err := commandOptions(args, stdout, stderr)
+	opts, o, err := commandOptions(args, stdout, stderr)
 	if err != nil {
 		return err
+	}
+	config := o.config
+	var ln net.Listener
+	if o.metrics != "" {
+		if ln, err = net.Listen("tcp", o.metrics); err != nil {
+			return usagef("--metrics-listen %s: %v", o.metrics, err)
+		}
+		defer ln.Close()
 	}
 	m, err := fsys.Mount(opts)
 	if err != nil {
 		return err
+	}
+	if ln != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler(metricSource{m}))
+		go http.Serve(ln, mux)
+		fmt.Fprintf(stderr, "sluice: metrics on http://%s/metrics\n", ln.Addr())
 	}
 	t := &target{m: m, opts: opts, args: args, config: config}
 	srv, err := control.Listen(opts.Mountpoint, t)
@@ -315,20 +335,20 @@ func isSet(fs *flag.FlagSet, name string) (set bool) {
 }
 
 // commandOptions parses a mount command line, its config file included,
-// into the mount's options; configPath is the config file's, if any.
-func commandOptions(args []string, stdout, stderr io.Writer) (opts fsys.Options, configPath string, err error) {
+// into the mount's options, with the flags as parsed (o).
+func commandOptions(args []string, stdout, stderr io.Writer) (opts fsys.Options, o *mountOpts, err error) {
 	fs, o := mountFlags()
 	pos, err := parse(fs, args)
 	if err != nil {
-		return opts, "", helpFor(fs, stdout, err)
+		return opts, o, helpFor(fs, stdout, err)
 	}
 	var cfg *config
 	if o.config != "" {
 		if cfg, err = loadConfig(o.config, fs); err != nil {
-			return opts, "", usageError{err}
+			return opts, o, usageError{err}
 		}
 		if pos, err = cfg.apply(fs, o, pos); err != nil {
-			return opts, "", usageError{err}
+			return opts, o, usageError{err}
 		}
 	}
 	opts, err = mountOptions(fs, o, pos, stderr)
@@ -336,7 +356,18 @@ func commandOptions(args []string, stdout, stderr io.Writer) (opts fsys.Options,
 	if cfg != nil && errors.As(err, &ue) {
 		err = usageError{cfg.located(ue.error)}
 	}
-	return opts, o.config, err
+	return opts, o, err
+}
+
+// metricSource is what the metrics exporter reads of a mount.
+type metricSource struct{ m *fsys.FS }
+
+func (s metricSource) Metrics() stack.Metrics { return s.m.Engine().Metrics() }
+func (s metricSource) Mirrors() []backing.MirrorStats {
+	if ms := s.m.Mirrors(); ms != nil {
+		return ms.Stats()
+	}
+	return nil
 }
 
 // mountOptions turns the parsed mount flags and positional arguments into

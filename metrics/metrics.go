@@ -1,0 +1,146 @@
+// Package metrics exports a mount's figures in the Prometheus text format:
+// per group and direction the application's and the device's bytes and
+// I/Os, throttle waits as a histogram, readahead, writeback and dirty
+// bytes; per mirror of a mirror set its reads, bytes, errors, reads in
+// flight, latency and state. Every scrape reads a fresh snapshot.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"sluice/backing"
+	"sluice/group"
+	"sluice/stack"
+)
+
+// Source is what the exporter reads: the stack's snapshot and, for a
+// mirror set, its mirrors (nil otherwise).
+type Source interface {
+	Metrics() stack.Metrics
+	Mirrors() []backing.MirrorStats
+}
+
+// Handler serves /metrics for src, with the Go runtime's and the
+// process's own metrics beside sluice's.
+func Handler(src Source) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{src}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+var (
+	gd = []string{"group", "direction"}
+	g  = []string{"group"}
+	m  = []string{"mirror"}
+
+	appBytes   = prometheus.NewDesc("sluice_app_bytes_total", "Bytes read or written by applications through the mount.", gd, nil)
+	appCalls   = prometheus.NewDesc("sluice_app_calls_total", "read and write calls by applications.", gd, nil)
+	devBytes   = prometheus.NewDesc("sluice_device_bytes_total", "Bytes the backing device moved for the group, after splitting into --max-io pieces (what rbps and wbps govern).", gd, nil)
+	devIOs     = prometheus.NewDesc("sluice_device_ios_total", "Device I/Os of at most --max-io bytes (what riops and wiops govern).", gd, nil)
+	wait       = prometheus.NewDesc("sluice_throttle_wait_seconds", "How long each device I/O waited for the group's throttle.", gd, nil)
+	limit      = prometheus.NewDesc("sluice_limit_bytes_per_second", "The group's byte limit; absent when it has none.", gd, nil)
+	limitIOPS  = prometheus.NewDesc("sluice_limit_ios_per_second", "The group's I/O limit; absent when it has none.", gd, nil)
+	readahead  = prometheus.NewDesc("sluice_readahead_bytes_total", "Bytes read ahead (outcome issued), later read by an application (used), or dropped unread (wasted).", []string{"group", "outcome"}, nil)
+	callerless = prometheus.NewDesc("sluice_writeback_callerless_bytes_total", "Bytes of the kernel's writeback without a caller (mmap writes), written at once and charged as debt.", g, nil)
+	early      = prometheus.NewDesc("sluice_writeback_early_bytes_total", "Bytes written whose backing writeback sluice started early.", g, nil)
+	dirty      = prometheus.NewDesc("sluice_dirty_bytes", "Bytes written through the mount and still dirty in the backing page cache.", g, nil)
+	cacheBytes = prometheus.NewDesc("sluice_cache_bytes", "Bytes in sluice's own read cache.", nil, nil)
+	cacheLimit = prometheus.NewDesc("sluice_cache_limit_bytes", "The read cache's bound (--cache).", nil, nil)
+	queued     = prometheus.NewDesc("sluice_queued_ios", "Device I/Os waiting in the throttle queue.", nil, nil)
+
+	mReads    = prometheus.NewDesc("sluice_mirror_reads_total", "Reads sent to the mirror.", m, nil)
+	mBytes    = prometheus.NewDesc("sluice_mirror_read_bytes_total", "Bytes the mirror's reads returned.", m, nil)
+	mErrors   = prometheus.NewDesc("sluice_mirror_errors_total", "Reads and writes that failed on the mirror.", m, nil)
+	mInflight = prometheus.NewDesc("sluice_mirror_inflight_reads", "Reads in flight on the mirror.", m, nil)
+	mLatency  = prometheus.NewDesc("sluice_mirror_latency_seconds", "A decaying average of the mirror's read times.", m, nil)
+	mState    = prometheus.NewDesc("sluice_mirror_state", "1 for the mirror's state (healthy, stale or resyncing), 0 for the others.", []string{"mirror", "state"}, nil)
+)
+
+type collector struct{ src Source }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{appBytes, appCalls, devBytes, devIOs, wait, limit, limitIOPS, readahead, callerless,
+		early, dirty, cacheBytes, cacheLimit, queued, mReads, mBytes, mErrors, mInflight, mLatency, mState} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.src.Metrics()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	count := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(cacheBytes, float64(snap.CacheBytes))
+	gauge(cacheLimit, float64(snap.CacheLimit))
+	gauge(queued, float64(snap.Queued))
+	for i := range snap.Groups {
+		gm := &snap.Groups[i]
+		name := gm.Group
+		count(appBytes, gm.AppRBytes, name, "read")
+		count(appBytes, gm.AppWBytes, name, "write")
+		count(appCalls, gm.AppReads, name, "read")
+		count(appCalls, gm.AppWrites, name, "write")
+		count(devBytes, gm.RBytes, name, "read")
+		count(devBytes, gm.WBytes, name, "write")
+		count(devIOs, gm.RIOs, name, "read")
+		count(devIOs, gm.WIOs, name, "write")
+		ch <- histogram(&gm.ReadWait, name, "read")
+		ch <- histogram(&gm.WriteWait, name, "write")
+		count(readahead, gm.RAIssued, name, "issued")
+		count(readahead, gm.RAUsed, name, "used")
+		count(readahead, gm.RAWasted, name, "wasted")
+		count(callerless, gm.WritebackBytes, name)
+		count(early, gm.WritebackEarly, name)
+		gauge(dirty, float64(gm.Dirty), name)
+		limits(ch, name, gm.Limits)
+	}
+	for _, ms := range c.src.Mirrors() {
+		count(mReads, ms.Reads, ms.Dir)
+		count(mBytes, ms.Bytes, ms.Dir)
+		count(mErrors, ms.Errors, ms.Dir)
+		gauge(mInflight, float64(ms.Inflight), ms.Dir)
+		gauge(mLatency, float64(ms.Latency)/1e9, ms.Dir)
+		for _, st := range []string{backing.Healthy, backing.Stale, backing.Resyncing} {
+			v := 0.0
+			if ms.State == st {
+				v = 1
+			}
+			gauge(mState, v, ms.Dir, st)
+		}
+	}
+}
+
+func histogram(h *stack.WaitHistogram, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(stack.WaitBounds))
+	var n uint64
+	for i, b := range stack.WaitBounds {
+		n += uint64(h.Counts[i])
+		buckets[float64(b)/1e9] = n
+	}
+	n += uint64(h.Counts[len(stack.WaitBounds)])
+	return prometheus.MustNewConstHistogram(wait, n, float64(h.SumNs)/1e9, buckets, labels...)
+}
+
+// limits exports the limits a group has (the snapshot gives them in
+// io.max form).
+func limits(ch chan<- prometheus.Metric, name, spec string) {
+	l, err := group.ParseLimit(name + " " + spec)
+	if err != nil {
+		return
+	}
+	for _, x := range []struct {
+		d   *prometheus.Desc
+		v   *int64
+		dir string
+	}{{limit, l.RBPS, "read"}, {limit, l.WBPS, "write"}, {limitIOPS, l.RIOPS, "read"}, {limitIOPS, l.WIOPS, "write"}} {
+		if x.v != nil && *x.v > 0 {
+			ch <- prometheus.MustNewConstMetric(x.d, prometheus.GaugeValue, float64(*x.v), name, x.dir)
+		}
+	}
+}
