@@ -25,6 +25,10 @@ import (
 
 // Status is what `sluice stat` shows.
 type Status struct {
+	// Schema is the version of this JSON shape, StatSchema: fields may be
+	// added within a version; a field removed, renamed or changed in
+	// meaning makes a new one.
+	Schema     int    `json:"schema"`
 	Source     string `json:"source"`
 	Mountpoint string `json:"mountpoint"`
 	// Backing says how backing files are read: direct (O_DIRECT), buffered,
@@ -40,6 +44,9 @@ type Status struct {
 	// before one has ended.
 	LastResync string `json:"last_resync,omitempty"`
 }
+
+// StatSchema is the version of Status's JSON shape (`sluice stat --json`).
+const StatSchema = 1
 
 // Target is what the server controls.
 type Target interface {
@@ -187,6 +194,7 @@ func (s *Server) handle(c *net.UnixConn) {
 	switch req.Op {
 	case "stat":
 		st := s.t.Status()
+		st.Schema = StatSchema
 		enc.Encode(response{Status: &st})
 	case "set":
 		note, err := s.t.Set(req.Limit)

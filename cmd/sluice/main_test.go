@@ -177,6 +177,17 @@ func TestEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatalf("stat --json output: %v\n%s", err, out)
 	}
+	// The documented shape: the schema version and its top-level keys.
+	var top map[string]any
+	json.Unmarshal(out, &top)
+	for _, k := range []string{"schema", "source", "mountpoint", "backing", "time", "groups", "cache_bytes", "cache_limit", "queued"} {
+		if _, ok := top[k]; !ok {
+			t.Errorf("stat --json lacks %q: %s", k, out)
+		}
+	}
+	if st.Schema != control.StatSchema || control.StatSchema != 1 {
+		t.Errorf("stat --json schema %d (StatSchema %d), want 1", st.Schema, control.StatSchema)
+	}
 	def := find(st, "default")
 	if def == nil || def.Limits != "rbps=10MiB wbps=max riops=max wiops=max" || def.AppRBytes != 14 || def.AppReads == 0 {
 		t.Fatalf("stat default: %+v", def)

@@ -32,6 +32,14 @@ backing page cache now (dirty), and the time writers were paused
 (wthrottled). A group's counters include its descendants'. Only the user who mounted
 (normally root) may ask.
 
+--json prints schema 1: {"schema": 1, "source", "mountpoint", "backing",
+"time", "groups": [{"group", "limits", and every counter above under its
+column name, times as *_ns}], "cache_bytes", "cache_limit", "queued", and for
+a mirror set "read_policy", "mirrors": [{"dir", "state", "reads", "bytes",
+"errors", "inflight", "latency_ns", "resynced_bytes"}], "last_resync"}. Within
+a schema fields are only added; one removed, renamed or changing meaning
+makes a new schema number.
+
 Flags:
 `)
 		fs.PrintDefaults()
