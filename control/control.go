@@ -61,12 +61,16 @@ type Target interface {
 	// Reload reads the mount's config file again and applies what can
 	// change live; a non-empty note names what needs a remount.
 	Reload() (note string, err error)
+	// Tag charges process pid and its descendants to group name.
+	Tag(pid int32, name string) error
 }
 
 type request struct {
 	Op    string `json:"op"`
 	Limit string `json:"limit,omitempty"`
 	Rate  int64  `json:"rate,omitempty"`
+	PID   int32  `json:"pid,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 type response struct {
@@ -203,6 +207,12 @@ func (s *Server) handle(c *net.UnixConn) {
 			return
 		}
 		enc.Encode(response{Note: note})
+	case "tag":
+		if err := s.t.Tag(req.PID, req.Group); err != nil {
+			enc.Encode(response{Error: err.Error()})
+			return
+		}
+		enc.Encode(response{})
 	case "reload":
 		note, err := s.t.Reload()
 		if err != nil {
@@ -297,6 +307,13 @@ func Stat(mountpoint string) (Status, error) {
 func Set(mountpoint, spec string) (note string, err error) {
 	resp, err := call(mountpoint, request{Op: "set", Limit: spec})
 	return resp.Note, err
+}
+
+// Tag asks the mount at mountpoint to charge process pid and its
+// descendants to group name.
+func Tag(mountpoint string, pid int32, name string) error {
+	_, err := call(mountpoint, request{Op: "tag", PID: pid, Group: name})
+	return err
 }
 
 // Reload asks the mount at mountpoint to read its config file again. It

@@ -115,6 +115,7 @@ type FS struct {
 	tree     backing.Tree
 	mirrors  *backing.Mirror // the tree, when it is a mirror set
 	resolver atomic.Pointer[group.Resolver]
+	tags     group.Tags // process trees charged to a group (Tag)
 	server   *fuse.Server
 	epoch    time.Time
 
@@ -314,7 +315,19 @@ func (f *FS) SetRules(rules []group.Rule) {
 	for _, r := range rules {
 		f.group(r.Group)
 	}
-	f.resolver.Store(group.NewResolver(&group.Classifier{Rules: slices.Clone(rules)}))
+	r := group.NewResolver(&group.Classifier{Rules: slices.Clone(rules)})
+	r.Tags = &f.tags
+	f.resolver.Store(r)
+}
+
+// Tag charges process pid and every process it starts to group name from
+// now on, ahead of the rules, until it exits (sluice exec).
+func (f *FS) Tag(pid int32, name string) error {
+	if err := group.ValidName(name); err != nil {
+		return err
+	}
+	f.group(name)
+	return f.tags.Tag(pid, name)
 }
 
 // Mirrors is the mirror set served, nil when the mount serves SOURCE.

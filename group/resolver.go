@@ -65,6 +65,9 @@ type Resolver struct {
 	// ReadGroups reads a thread's supplementary groups. The default is
 	// ReadGroups.
 	ReadGroups func(tid int32) ([]uint32, error)
+	// Tags, when not nil, charge tagged process trees to their groups
+	// ahead of the rules.
+	Tags *Tags
 
 	c    *Classifier
 	need Need
@@ -73,6 +76,7 @@ type Resolver struct {
 	tgids  map[int32]entry[int32]
 	facts  map[int32]entry[Facts]
 	groups map[int32]entry[[]uint32] // by thread
+	tagged map[int32]entry[string]   // by process: its tag's group, or ""
 }
 
 // entry is a cached value and the time it was read, in ns.
@@ -109,6 +113,17 @@ func NewResolver(c *Classifier) *Resolver {
 // that of a cached entry makes the entry stale.
 func (r *Resolver) Group(now int64, uid, gid uint32, tid uint32) string {
 	k := Caller{UID: uid, GID: gid}
+	if r.Tags != nil && tid != 0 && tid <= math.MaxInt32 {
+		if pid := r.tgid(now, int32(tid)); pid > 0 {
+			g := cached(r, &r.tagged, pid, now, func(pid int32) string {
+				g, _ := r.Tags.Of(pid)
+				return g
+			})
+			if g != "" {
+				return g
+			}
+		}
+	}
 	if tid != 0 && tid <= math.MaxInt32 && r.need.any() {
 		if pid := r.tgid(now, int32(tid)); pid > 0 {
 			f := r.procFacts(now, pid)

@@ -286,3 +286,36 @@ func TestReload(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestExec: a command run by sluice exec, and what it starts, is charged
+// to the named group; a process outside it is not; the command's exit
+// status is sluice exec's.
+func TestExec(t *testing.T) {
+	needMount(t)
+	_, src, mnt := srcMnt(t)
+	os.WriteFile(filepath.Join(src, "f1"), make([]byte, 1<<20), 0o644)
+	os.WriteFile(filepath.Join(src, "f2"), make([]byte, 2<<20), 0o644)
+	startMount(t, mnt, "mount", src, mnt)
+	dd := func(f string) string { return "dd if=" + filepath.Join(mnt, f) + " of=/dev/null bs=64k iflag=direct 2>/dev/null" }
+	if out, err := sluice("exec", "--mount", mnt, "--group", "batch", "--", "sh", "-c", dd("f1")).CombinedOutput(); err != nil {
+		t.Fatalf("sluice exec: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("sh", "-c", dd("f2")).CombinedOutput(); err != nil {
+		t.Fatalf("dd outside: %v\n%s", err, out)
+	}
+	out, err := sluice("stat", "--json", mnt).Output()
+	var st control.Status
+	if err != nil || json.Unmarshal(out, &st) != nil {
+		t.Fatalf("stat: %v\n%s", err, out)
+	}
+	if g := find(st, "batch"); g == nil || g.AppRBytes != 1<<20 {
+		t.Errorf("group batch after the command's child read 1 MiB: %+v", g)
+	}
+	if g := find(st, "default"); g == nil || g.AppRBytes != 2<<20 {
+		t.Errorf("default group after a process outside read 2 MiB: %+v", g)
+	}
+	err = sluice("exec", "--mount", mnt, "--group", "batch", "--", "sh", "-c", "exit 3").Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Errorf("exit status of the command: %v, want 3", err)
+	}
+}

@@ -21,6 +21,7 @@ Usage:
   sluice set MOUNTPOINT read-policy=NAME   switch a mirror set's read policy
   sluice resync [--rate SIZE] MOUNTPOINT   make a mirror set's stale mirrors equal again
   sluice reload MOUNTPOINT                 apply a mount's changed config file (or SIGHUP)
+  sluice exec --mount M --group G -- CMD   run CMD with its I/O through M charged to G
   sluice sim [flags] SCENARIO.toml         run a scenario on virtual time
   sluice help [COMMAND]                    this text, or a command's flags
 
@@ -50,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdResync(rest, stdout, stderr)
 	case "reload":
 		err = cmdReload(rest, stdout, stderr)
+	case "exec":
+		err = cmdExec(rest, stdout, stderr)
 	case "sim":
 		err = cmdSim(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -90,6 +93,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		fs, _, _ = resyncFlags()
 	case "reload":
 		fs = reloadFlags()
+	case "exec":
+		fs, _, _ = execFlags()
 	case "sim":
 		fs, _ = simFlags()
 	default:

@@ -247,6 +247,8 @@ func (t *target) Status() control.Status {
 	return st
 }
 
+func (t *target) Tag(pid int32, name string) error { return t.m.Tag(pid, name) }
+
 func (t *target) Resync(rate int64) error {
 	ms := t.m.Mirrors()
 	if ms == nil {
