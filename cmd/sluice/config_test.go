@@ -296,7 +296,9 @@ func TestExec(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "f1"), make([]byte, 1<<20), 0o644)
 	os.WriteFile(filepath.Join(src, "f2"), make([]byte, 2<<20), 0o644)
 	startMount(t, mnt, "mount", src, mnt)
-	dd := func(f string) string { return "dd if=" + filepath.Join(mnt, f) + " of=/dev/null bs=64k iflag=direct 2>/dev/null" }
+	dd := func(f string) string {
+		return "dd if=" + filepath.Join(mnt, f) + " of=/dev/null bs=64k iflag=direct 2>/dev/null"
+	}
 	if out, err := sluice("exec", "--mount", mnt, "--group", "batch", "--", "sh", "-c", dd("f1")).CombinedOutput(); err != nil {
 		t.Fatalf("sluice exec: %v\n%s", err, out)
 	}

@@ -8,9 +8,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"sluice/backing"
