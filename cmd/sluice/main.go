@@ -22,6 +22,7 @@ Usage:
   sluice resync [--rate SIZE] MOUNTPOINT   make a mirror set's stale mirrors equal again
   sluice reload MOUNTPOINT                 apply a mount's changed config file (or SIGHUP)
   sluice exec --mount M --group G -- CMD   run CMD with its I/O through M charged to G
+  sluice completion bash|zsh               a shell completion script
   sluice sim [flags] SCENARIO.toml         run a scenario on virtual time
   sluice help [COMMAND]                    this text, or a command's flags
 
@@ -31,6 +32,9 @@ Run 'sluice help mount' for the limit and group syntax.
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// commands are the subcommands, as help and completions list them.
+var commands = []string{"mount", "stat", "set", "resync", "reload", "exec", "sim"}
 
 // run executes one command line and returns the exit status: 0 on success,
 // 1 when the command failed, 2 for a usage error.
@@ -53,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdReload(rest, stdout, stderr)
 	case "exec":
 		err = cmdExec(rest, stdout, stderr)
+	case "completion":
+		err = cmdCompletion(rest, stdout, stderr)
 	case "sim":
 		err = cmdSim(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -83,6 +89,9 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	}
 	var fs *flag.FlagSet
 	switch args[0] {
+	case "completion":
+		fmt.Fprint(stdout, completionHelp)
+		return 0
 	case "mount":
 		fs, _ = mountFlags()
 	case "stat":

@@ -126,6 +126,23 @@ func TestHelp(t *testing.T) {
 			t.Errorf("help mount does not mention %q:\n%s", w, out.String())
 		}
 	}
+	// Every command's help shows at least one example of it, and the
+	// overview lists every command.
+	out.Reset()
+	run([]string{"help"}, &out, &errb)
+	overview := out.String()
+	for _, c := range commands {
+		out.Reset()
+		if code := run([]string{"help", c}, &out, &errb); code != 0 {
+			t.Errorf("help %s: exit %d", c, code)
+		}
+		if !strings.Contains(out.String(), "\n  sluice "+c+" ") {
+			t.Errorf("help %s has no example line (\"  sluice %s ...\"):\n%s", c, c, out.String())
+		}
+		if !strings.Contains(overview, "sluice "+c+" ") {
+			t.Errorf("sluice help does not list %s", c)
+		}
+	}
 }
 
 // TestMountFlagDefaults: every stack option has a flag, and the flag's

@@ -37,6 +37,8 @@ throttle (reads below 64 MiB/s through its own page cache and readahead,
 above through the kernel's: see --cache-mode); callers without a limit pay
 little.
 Stop it with Ctrl-C or SIGTERM: it unmounts cleanly.
+  sluice mount --limit 'default rbps=10MiB' /srv/data /mnt/data
+  sluice mount --config /etc/sluice/data.toml
 
 Limits use the cgroup v2 io.max vocabulary, one --limit per group:
   --limit 'default rbps=10MiB riops=max'

@@ -43,6 +43,8 @@ a mirror set "read_policy", "mirrors": [{"dir", "state", "reads", "bytes",
 "errors", "inflight", "latency_ns", "resynced_bytes"}], "last_resync"}. Within
 a schema fields are only added; one removed, renamed or changing meaning
 makes a new schema number.
+  sluice stat /mnt/data
+  sluice stat --json /mnt/data | jq '.groups[] | {group, rbytes}'
 
 Flags:
 `)
