@@ -647,7 +647,7 @@ func (l *serverLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.b.Write(p)
-	if !l.seen && bytes.Contains(l.b.Bytes(), []byte("sluice: serving ")) {
+	if !l.seen && bytes.Contains(l.b.Bytes(), []byte("msg=serving ")) {
 		l.seen = true
 		close(l.serving)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -77,6 +78,9 @@ type Options struct {
 	CacheMode CacheMode
 	// Debug logs every FUSE request. The default is false.
 	Debug bool
+	// Logger receives what the mount reports (a mirror turning stale, the
+	// FUSE library's complaints). The default is slog.Default().
+	Logger *slog.Logger
 }
 
 // CacheMode is how files opened by a group with a limit are served.
@@ -190,7 +194,7 @@ func Mount(opts Options) (*FS, error) {
 		f.mirrors, err = backing.NewMirror(opts.Mirrors, backing.MirrorOptions{
 			LocalOptions: lopts, Policy: opts.ReadPolicy, Faults: opts.MirrorFaults,
 			Now: func() int64 { return int64(time.Since(f.epoch)) },
-			Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "sluice: "+format+"\n", args...) },
+			Log: func(format string, args ...any) { f.log().Warn(fmt.Sprintf(format, args...), "component", "mirror") },
 		})
 		f.tree = f.mirrors
 	} else {
@@ -217,6 +221,9 @@ func Mount(opts Options) (*FS, error) {
 		MaxReadAhead:  1 << 20,
 		MaxBackground: 64,
 		Debug:         opts.Debug,
+		// The FUSE library's lines: its per-request trace (Debug) at
+		// debug level, its complaints as warnings.
+		Logger: slog.NewLogLogger(f.log().Handler(), map[bool]slog.Level{true: slog.LevelDebug, false: slog.LevelWarn}[opts.Debug]),
 		// The kernel checks every caller's permissions against the modes
 		// and POSIX ACLs sluice reports, for root and non-root mounts alike.
 		Options:   []string{"default_permissions"},
@@ -390,6 +397,13 @@ func (f *FS) caller(ctx context.Context) (*throttle.Group, bool) {
 	}
 	name := f.resolver.Load().Group(int64(time.Since(f.epoch)), c.Uid, c.Gid, c.Pid)
 	return f.group(name), c.Pid != 0
+}
+
+func (f *FS) log() *slog.Logger {
+	if f.opts.Logger != nil {
+		return f.opts.Logger
+	}
+	return slog.Default()
 }
 
 // source names what is served, for mount tables and messages: SOURCE, or

@@ -59,6 +59,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"mount", "--read-policy", "pid", dir, dir}, []string{"--read-policy pid without --mirror"}},
 		{[]string{"mount", "--mirror", dir, "--mirror", dir, "--read-policy", "fastest", dir}, []string{"--read-policy fastest: want one of adaptive, pid, roundrobin, latency"}},
 		{[]string{"mount", "--mirror", dir, "--mirror", dir, "--passthrough", dir}, []string{"--passthrough with --mirror"}},
+		{[]string{"mount", "--log-level", "loud", dir, dir}, []string{"--log-level loud: want debug, info, warn or error"}},
 		{[]string{"exec", "--group", "g", "--", "true"}, []string{"--mount is required"}},
 		{[]string{"exec", "--mount", dir, "--", "true"}, []string{"--group is required"}},
 		{[]string{"exec", "--mount", dir, "--group", "g"}, []string{"want a command after the flags"}},
@@ -243,6 +244,16 @@ func TestEndToEnd(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
+		// The log: structured lines, none per request at the default level.
+		log := stderr.String()
+		for _, want := range []string{"level=INFO msg=serving source=" + src + " mountpoint=" + mnt, "level=INFO msg=unmounting signal=terminated"} {
+			if !strings.Contains(log, want) {
+				t.Errorf("the log lacks %q:\n%s", want, log)
+			}
+		}
+		if strings.Contains(log, "level=DEBUG") {
+			t.Errorf("debug lines at the default level:\n%s", log)
+		}
 		if *waitErr != nil {
 			t.Fatalf("mount exited with %v after SIGTERM; stderr:\n%s", *waitErr, stderr.String())
 		}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -90,6 +91,7 @@ type mountOpts struct {
 	policy    string
 	config    string
 	metrics   string
+	logLevel  string
 }
 
 func mountFlags() (*flag.FlagSet, *mountOpts) {
@@ -114,6 +116,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, "dirty pages the kernel may keep of files written through shared mappings; a limited group's mmap writer runs ahead of its limit by about this much before it is paced (kernel: the kernel's own bound, 1% of its dirty limit)")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fs.StringVar(&o.logLevel, "log-level", "info", "what the log (stderr, as key=value lines) shows: debug (every FUSE request too), info (start, stop, reloads), warn (a mirror turning stale, failures), error")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (host:port; off when empty)")
 	fs.StringVar(&o.config, "config", "", "a TOML file holding any of these flags under their names, and source, mountpoint, mirrors and [[group]] tables (name, match, limits); flags given here win")
 	fs.Var(&o.mirrors, "mirror", "a directory of a mirror set, served in place of SOURCE (twice or more)")
@@ -142,11 +145,12 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	log := opts.Logger
 	if ln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(metricSource{m}))
 		go http.Serve(ln, mux)
-		fmt.Fprintf(stderr, "sluice: metrics on http://%s/metrics\n", ln.Addr())
+		log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	}
 	t := &target{m: m, opts: opts, args: args, config: config}
 	srv, err := control.Listen(opts.Mountpoint, t)
@@ -157,9 +161,9 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	}
 	defer srv.Close()
 	if len(opts.Mirrors) > 0 {
-		fmt.Fprintf(stderr, "sluice: serving mirrors %s on %s (read policy %s)\n", strings.Join(opts.Mirrors, ", "), opts.Mountpoint, opts.ReadPolicy)
+		log.Info("serving", "mirrors", strings.Join(opts.Mirrors, ","), "mountpoint", opts.Mountpoint, "read_policy", opts.ReadPolicy)
 	} else {
-		fmt.Fprintf(stderr, "sluice: serving %s on %s\n", opts.Source, opts.Mountpoint)
+		log.Info("serving", "source", opts.Source, "mountpoint", opts.Mountpoint)
 	}
 
 	hup := make(chan os.Signal, 1)
@@ -170,11 +174,11 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 			note, err := t.Reload()
 			switch {
 			case err != nil:
-				fmt.Fprintf(stderr, "sluice: SIGHUP: reload refused, the running configuration stays: %v\n", err)
+				log.Warn("SIGHUP: reload refused, the running configuration stays", "err", err)
 			case note != "":
-				fmt.Fprintf(stderr, "sluice: SIGHUP: reloaded %s; %s\n", config, note)
+				log.Warn("SIGHUP: reloaded", "config", config, "note", note)
 			default:
-				fmt.Fprintf(stderr, "sluice: SIGHUP: reloaded %s\n", config)
+				log.Info("SIGHUP: reloaded", "config", config)
 			}
 		}
 	}()
@@ -183,9 +187,9 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		for sig := range sigs {
-			fmt.Fprintf(stderr, "sluice: %v: unmounting %s\n", sig, opts.Mountpoint)
+			log.Info("unmounting", "signal", sig.String(), "mountpoint", opts.Mountpoint)
 			if err := m.Unmount(); err != nil {
-				fmt.Fprintf(stderr, "sluice: unmount: %v; detaching (it goes away when the last open file closes)\n", err)
+				log.Warn("unmount failed; detaching (the mount goes away when its last open file closes)", "err", err)
 				unix.Unmount(opts.Mountpoint, unix.MNT_DETACH)
 			}
 		}
@@ -378,6 +382,12 @@ func (s metricSource) Mirrors() []backing.MirrorStats {
 // the mount's options, or a usage error naming the flag.
 func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer) (opts fsys.Options, err error) {
 	opts = fsys.Options{AllowOther: o.allow, Passthrough: o.pass, Debug: o.debug, ReadPolicy: o.policy}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil || !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(o.logLevel)) {
+		return opts, usagef("--log-level %s: want debug, info, warn or error", o.logLevel)
+	}
+	opts.Debug = opts.Debug || level == slog.LevelDebug
+	opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	switch {
 	case len(o.mirrors) > 0 && len(pos) == 2:
 		return opts, usagef("--mirror and SOURCE %s: a mirror set is served in place of SOURCE; give MOUNTPOINT only", pos[0])
@@ -459,7 +469,7 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 		// Without allow_other the kernel keeps every user but the mounting
 		// one out, and rules about other callers could never match.
 		opts.AllowOther = true
-		fmt.Fprintln(stderr, "sluice: --group rules imply --allow-other (other users' access is still checked: default_permissions)")
+		opts.Logger.Info("--group rules imply --allow-other (other users' access is still checked: default_permissions)")
 	}
 	return opts, nil
 }
