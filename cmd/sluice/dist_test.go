@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -87,5 +88,53 @@ func TestCompletion(t *testing.T) {
 		if b, err := exec.Command(zsh, "-n", "-c", out.String()).CombinedOutput(); err != nil {
 			t.Errorf("zsh -n: %v\n%s", err, b)
 		}
+	}
+}
+
+// fstabHelper runs the binary as mount(8) runs /sbin/mount.fuse.sluice.
+func fstabHelper(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Args[0] = "mount.fuse.sluice"
+	cmd.Env = append(os.Environ(), "SLUICE_AS_MAIN=1")
+	return cmd
+}
+
+// TestFstabHelper: an /etc/fstab line's options become a background
+// mount that serves before the helper returns; a bad option is refused
+// with the command line's message; mount -f checks and mounts nothing.
+func TestFstabHelper(t *testing.T) {
+	needMount(t)
+	dir, src, mnt := srcMnt(t)
+	os.WriteFile(filepath.Join(src, "hello"), []byte("hello"), 0o644)
+	cfg := filepath.Join(dir, "data.toml")
+	os.WriteFile(cfg, []byte("cache-mode = \"direct\"\n[[group]]\nname = \"t\"\nmatch = [\"uid=4242\"]\nlimits = \"rbps=2MiB\"\n"), 0o644)
+
+	out, err := fstabHelper(src, mnt, "-o", "cache_mode=fast,nofail").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "sluice mount: --cache-mode fast: want auto, direct or kernel") {
+		t.Errorf("a bad option: %v\n%s", err, out)
+	}
+	if out, err := fstabHelper(src, mnt, "-o", "bogus=1").CombinedOutput(); err == nil || !strings.Contains(string(out), "-o bogus=1: unknown option") {
+		t.Errorf("an unknown option: %v\n%s", err, out)
+	}
+	if out, err := fstabHelper(src, mnt, "-f", "-o", "config="+cfg).CombinedOutput(); err != nil || isMounted(mnt) {
+		t.Errorf("mount -f: %v, mounted %v\n%s", err, isMounted(mnt), out)
+	}
+
+	if out, err := fstabHelper(src, mnt, "-n", "-o", "rw,config="+cfg+",nofail,_netdev,x-systemd.automount,max_io=64KiB").CombinedOutput(); err != nil {
+		t.Fatalf("mount.fuse.sluice: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	if !isMounted(mnt) {
+		t.Fatal("not mounted when the helper returned")
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "hello")); err != nil || string(b) != "hello" {
+		t.Errorf("read through the helper's mount: %q, %v", b, err)
+	}
+	out, _ = sluice("stat", mnt).Output()
+	if !strings.Contains(string(out), "rbps=2MiB") {
+		t.Errorf("the config file's limits are not in force:\n%s", out)
+	}
+	if err := syscall.Unmount(mnt, 0); err != nil {
+		t.Errorf("umount: %v", err)
 	}
 }

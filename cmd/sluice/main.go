@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -30,7 +31,28 @@ Run 'sluice help mount' for the limit and group syntax.
 `
 
 func main() {
+	if filepath.Base(os.Args[0]) == "mount.fuse.sluice" {
+		os.Exit(runFstab(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runFstab runs sluice as mount(8)'s helper for type fuse.sluice. Errors
+// read as those of sluice mount; the exit status is mount(8)'s: 1 for a
+// bad invocation, 32 for a mount that failed.
+func runFstab(args []string, stdout, stderr io.Writer) int {
+	err := cmdFstab(args, stdout, stderr)
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "sluice mount: %v\n", err)
+		return 1
+	default:
+		fmt.Fprintf(stderr, "sluice mount: %v\n", err)
+		return 32
+	}
 }
 
 // commands are the subcommands, as help and completions list them.
