@@ -4,9 +4,18 @@ go 1.26.8
 
 require (
 	github.com/cockroachdb/datadriven v1.0.3
+	github.com/creack/pty v1.1.24
+	github.com/gdamore/tcell/v2 v2.13.10
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	golang.org/x/sys v0.50.0
 	gonum.org/v1/plot v0.17.0
+)
+
+require (
+	github.com/gdamore/encoding v1.0.1 // indirect
+	github.com/lucasb-eyer/go-colorful v1.3.0 // indirect
+	github.com/rivo/uniseg v0.4.7 // indirect
+	golang.org/x/term v0.37.0 // indirect
 )
 
 require (

@@ -23,10 +23,11 @@ func flagSets() map[string]*flag.FlagSet {
 	stat, _ := statFlags()
 	resync, _, _ := resyncFlags()
 	exec, _, _ := execFlags()
+	top, _ := topFlags()
 	sim, _ := simFlags()
 	return map[string]*flag.FlagSet{
 		"mount": mount, "stat": stat, "set": setFlags(), "resync": resync,
-		"reload": reloadFlags(), "exec": exec, "sim": sim,
+		"reload": reloadFlags(), "exec": exec, "sim": sim, "top": top,
 	}
 }
 

@@ -18,6 +18,7 @@ Usage:
   sluice mount [flags] SOURCE MOUNTPOINT   serve SOURCE on MOUNTPOINT (foreground)
   sluice mount [flags] --mirror DIR1 --mirror DIR2 MOUNTPOINT   serve a mirror set
   sluice stat [--json] MOUNTPOINT          per-group counters of a running mount
+  sluice top MOUNTPOINT                    a live view of rates against limits
   sluice set MOUNTPOINT 'GROUP KEY=VALUE...'  change a group's limits live
   sluice set MOUNTPOINT read-policy=NAME   switch a mirror set's read policy
   sluice resync [--rate SIZE] MOUNTPOINT   make a mirror set's stale mirrors equal again
@@ -56,7 +57,7 @@ func runFstab(args []string, stdout, stderr io.Writer) int {
 }
 
 // commands are the subcommands, as help and completions list them.
-var commands = []string{"mount", "stat", "set", "resync", "reload", "exec", "sim"}
+var commands = []string{"mount", "stat", "top", "set", "resync", "reload", "exec", "sim"}
 
 // run executes one command line and returns the exit status: 0 on success,
 // 1 when the command failed, 2 for a usage error.
@@ -81,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdExec(rest, stdout, stderr)
 	case "completion":
 		err = cmdCompletion(rest, stdout, stderr)
+	case "top":
+		err = cmdTop(rest, stdout, stderr)
 	case "sim":
 		err = cmdSim(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -126,6 +129,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		fs = reloadFlags()
 	case "exec":
 		fs, _, _ = execFlags()
+	case "top":
+		fs, _ = topFlags()
 	case "sim":
 		fs, _ = simFlags()
 	default:
