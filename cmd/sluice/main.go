@@ -43,17 +43,14 @@ func main() {
 // bad invocation, 32 for a mount that failed.
 func runFstab(args []string, stdout, stderr io.Writer) int {
 	err := cmdFstab(args, stdout, stderr)
-	var ue usageError
-	switch {
-	case err == nil:
+	if err == nil {
 		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "sluice mount: %v\n", err)
-		return 1
-	default:
-		fmt.Fprintf(stderr, "sluice mount: %v\n", err)
-		return 32
 	}
+	fmt.Fprintf(stderr, "sluice mount: %v\n", err)
+	if errors.As(err, new(usageError)) {
+		return 1
+	}
+	return 32
 }
 
 // commands are the subcommands, as help and completions list them.
