@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"sluice/backing"
-	"sluice/group"
 	"sluice/stack"
+	"sluice/throttle"
 )
 
 // Source is what the exporter reads: the stack's snapshot and, for a
@@ -98,7 +98,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		count(callerless, gm.WritebackBytes, name)
 		count(early, gm.WritebackEarly, name)
 		gauge(dirty, float64(gm.Dirty), name)
-		limits(ch, name, gm.Limits)
+		limits(ch, name, gm.Limit)
 	}
 	for _, ms := range c.src.Mirrors() {
 		count(mReads, ms.Reads, ms.Dir)
@@ -127,20 +127,15 @@ func histogram(h *stack.WaitHistogram, labels ...string) prometheus.Metric {
 	return prometheus.MustNewConstHistogram(wait, n, float64(h.SumNs)/1e9, buckets, labels...)
 }
 
-// limits exports the limits a group has (the snapshot gives them in
-// io.max form).
-func limits(ch chan<- prometheus.Metric, name, spec string) {
-	l, err := group.ParseLimit(name + " " + spec)
-	if err != nil {
-		return
-	}
+// limits exports the limits a group has.
+func limits(ch chan<- prometheus.Metric, name string, l throttle.Limits) {
 	for _, x := range []struct {
 		d   *prometheus.Desc
-		v   *int64
+		v   int64
 		dir string
 	}{{limit, l.RBPS, "read"}, {limit, l.WBPS, "write"}, {limitIOPS, l.RIOPS, "read"}, {limitIOPS, l.WIOPS, "write"}} {
-		if x.v != nil && *x.v > 0 {
-			ch <- prometheus.MustNewConstMetric(x.d, prometheus.GaugeValue, float64(*x.v), name, x.dir)
+		if x.v > 0 {
+			ch <- prometheus.MustNewConstMetric(x.d, prometheus.GaugeValue, float64(x.v), name, x.dir)
 		}
 	}
 }

@@ -42,8 +42,9 @@ const (
 // so a recovered mirror is noticed without a caller waiting on it, and a
 // read that runs long is hedged on another mirror (HedgeAfter).
 type adaptive struct {
-	m    []adaptiveMirror
-	turn int
+	m     []adaptiveMirror
+	turn  int
+	costs []float64 // Pick's scratch, one per mirror
 }
 
 type adaptiveMirror struct {
@@ -57,7 +58,7 @@ type adaptiveMirror struct {
 }
 
 func newAdaptive(mirrors int) *adaptive {
-	a := &adaptive{m: make([]adaptiveMirror, mirrors)}
+	a := &adaptive{m: make([]adaptiveMirror, mirrors), costs: make([]float64, mirrors)}
 	for i := range a.m {
 		a.m[i].picked = math.MinInt64 / 2
 		for j := range a.m[i].ends {
@@ -80,7 +81,7 @@ func (p *adaptive) cost(now int64, m *adaptiveMirror) float64 {
 
 func (p *adaptive) Pick(now int64, r Read) int {
 	best, known := math.Inf(1), math.Inf(1)
-	costs := make([]float64, len(p.m))
+	costs := p.costs
 	for i := range p.m {
 		costs[i] = p.cost(now, &p.m[i])
 		best = min(best, costs[i])

@@ -122,18 +122,6 @@ func (s *Stack) groupStats(g *throttle.Group) *groupStats {
 	return c
 }
 
-// waited records a device I/O's throttle wait in the histograms of g and
-// every ancestor.
-func (s *Stack) waited(g *throttle.Group, d throttle.Dir, ns int64) {
-	for ; g != nil; g = g.Parent() {
-		if gs := s.groupStats(g); d == throttle.Read {
-			gs.rwait.add(ns)
-		} else {
-			gs.wwait.add(ns)
-		}
-	}
-}
-
 // each applies fn to the counters of g and every ancestor.
 func (s *Stack) each(g *throttle.Group, fn func(*Counters)) {
 	for ; g != nil; g = g.Parent() {
@@ -147,6 +135,8 @@ type GroupMetrics struct {
 	Group  string `json:"group"`
 	Limits string `json:"limits"`
 	Counters
+	// Limit is Limits as numbers (0: none), for exporters.
+	Limit throttle.Limits `json:"-"`
 	// ReadWait and WriteWait count device reads and writes by how long
 	// each waited for the throttle (for exporters; not in stat's JSON).
 	ReadWait, WriteWait WaitHistogram `json:"-"`
@@ -164,7 +154,7 @@ type Metrics struct {
 func (s *Stack) Metrics() Metrics {
 	m := Metrics{CacheBytes: s.cached * PageSize, CacheLimit: s.limit * PageSize, Queued: s.queue.Len()}
 	for g, c := range s.stats {
-		m.Groups = append(m.Groups, GroupMetrics{Group: g.Path(), Limits: group.FormatLimits(g.Limits()), Counters: c.Counters,
+		m.Groups = append(m.Groups, GroupMetrics{Group: g.Path(), Limits: group.FormatLimits(g.Limits()), Limit: g.Limits(), Counters: c.Counters,
 			ReadWait: c.rwait, WriteWait: c.wwait})
 	}
 	sort.Slice(m.Groups, func(i, j int) bool { return m.Groups[i].Group < m.Groups[j].Group })

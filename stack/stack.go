@@ -240,23 +240,24 @@ func (s *Stack) release(now int64) Actions {
 func (s *Stack) admitted(now int64, io *IO) {
 	io.started = true
 	wait := now - io.queuedAt
-	if io.Op != opGate {
-		s.waited(io.group, io.Dir, wait)
-	}
-	s.each(io.group, func(c *Counters) {
+	for g := io.group; g != nil; g = g.Parent() {
+		gs := s.groupStats(g)
+		c := &gs.Counters
 		c.ThrottledNs += wait
 		switch {
 		case io.Op == opGate: // a wait, not an I/O
 		case io.Dir == throttle.Read:
 			c.RIOs++
+			gs.rwait.add(wait)
 			if io.Op == opPay {
 				c.RBytes += io.Len // (a device read counts its bytes when complete)
 			}
 		default:
 			c.WIOs++
 			c.WThrottledNs += wait
+			gs.wwait.add(wait)
 		}
-	})
+	}
 	switch io.Op {
 	case opPay:
 		r := io.write

@@ -50,6 +50,7 @@ var genericOptions = map[string]bool{
 // fake is true for mount -f (check, mount nothing).
 func fstabArgs(args []string) (mount []string, fake bool, err error) {
 	var pos []string
+	fs, _ := mountFlags()
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -64,7 +65,6 @@ func fstabArgs(args []string) (mount []string, fake bool, err error) {
 					continue
 				}
 				name := strings.ReplaceAll(key, "_", "-")
-				fs, _ := mountFlags()
 				f := fs.Lookup(name)
 				if f == nil {
 					return nil, false, usagef("-o %s: unknown option; want a mount flag's name (sluice help mount) or a generic mount option", o)
