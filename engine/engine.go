@@ -5,10 +5,10 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -52,6 +52,12 @@ type Options struct {
 	GoTimer bool
 }
 
+var errNoFile = errors.New("engine: I/O without a backing file")
+
+// sparePages bounds the page buffers kept for the next device reads (4 MiB
+// of them): in a steady stream each page read in replaces one evicted.
+const sparePages = 1024
+
 // DyingPoll is how often a request that was interrupted by a signal the
 // caller survives checks whether its caller is now being killed.
 const DyingPoll = 50 * time.Millisecond
@@ -65,7 +71,9 @@ type Engine struct {
 	armedAt int64 // when the alarm fires; -1 when not armed
 	dying   func(context.Context) bool
 	closed  bool
-	bufs    sync.Pool // *[]byte aligned read buffers of MaxIO bytes
+	bufs    sync.Pool                  // *[]byte aligned read buffers of MaxIO bytes
+	pages   chan *[stack.PageSize]byte // spare buffers for cached pages
+	calls   sync.Pool                  // *call
 }
 
 // New returns an engine; opts.Options must pass stack.Options.Validate
@@ -75,7 +83,8 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{st: st, epoch: time.Now(), armedAt: -1, dying: opts.Dying}
+	e := &Engine{st: st, epoch: time.Now(), armedAt: -1, dying: opts.Dying,
+		pages: make(chan *[stack.PageSize]byte, sparePages)}
 	if !opts.GoTimer {
 		e.alarm, err = newFDAlarm(e.tick)
 	}
@@ -127,9 +136,8 @@ func (e *Engine) ReadLimits(g *throttle.Group) (bps, iops int64) {
 // SetLimits changes a group's limits now; queued requests are re-timed.
 func (e *Engine) SetLimits(path string, l throttle.Limits) {
 	e.mu.Lock()
-	a := e.st.SetLimits(e.now(), path, l)
+	e.apply(e.st.SetLimits(e.now(), path, l))
 	e.mu.Unlock()
-	e.apply(a)
 }
 
 // UpdateLimits changes a group's limits to fn of its current ones, in one
@@ -137,9 +145,8 @@ func (e *Engine) SetLimits(path string, l throttle.Limits) {
 func (e *Engine) UpdateLimits(path string, fn func(throttle.Limits) throttle.Limits) {
 	e.mu.Lock()
 	l := fn(e.st.Group(path).Limits())
-	a := e.st.SetLimits(e.now(), path, l)
+	e.apply(e.st.SetLimits(e.now(), path, l))
 	e.mu.Unlock()
-	e.apply(a)
 }
 
 // Metrics returns a snapshot of the stack's figures.
@@ -187,14 +194,37 @@ func (e *Engine) Forget(ino uint64) {
 	e.mu.Unlock()
 }
 
-// waiter is a request's Value: what wakes its goroutine, for a write the
-// data its pieces take their bytes from and the file they go to, for a
-// sync the file to flush.
-type waiter struct {
-	done chan struct{}
-	data []byte
-	w    WriterAt
-	sync Syncer
+// call is one application request on its way through the engine: the
+// stack's request, the token that wakes the goroutine waiting for it, and
+// what the request moves. Calls are reused, so a request in, admitted and
+// finished allocates nothing.
+type call struct {
+	req  stack.Request
+	done chan struct{} // one token when the request has finished
+	dst  []byte        // a read's buffer, filled under mu as it finishes
+	n    int           // bytes copied into dst
+	data []byte        // a write's data
+	w    WriterAt      // the file a write goes to
+	sync Syncer        // the file a sync flushes
+}
+
+// getCall returns a call from the engine's pool. (The pool is the
+// engine's: a channel made on virtual time, in a synctest bubble, belongs
+// to that bubble.)
+func (e *Engine) getCall() *call {
+	if c, ok := e.calls.Get().(*call); ok {
+		return c
+	}
+	c := &call{done: make(chan struct{}, 1)}
+	c.req.Value = c
+	return c
+}
+
+// putCall returns c, whose request has finished and whose token was taken.
+func (e *Engine) putCall(c *call) {
+	c.dst, c.n, c.data, c.w, c.sync = nil, 0, nil, nil, nil
+	c.req.Err = nil
+	e.calls.Put(c)
 }
 
 // Read reads into dst at off through h for group g: from sluice's cache,
@@ -203,18 +233,21 @@ type waiter struct {
 // wait reached MaxWait (for a handle that is not Whole). A cancelled ctx (a
 // FUSE interrupt) of a dying caller withdraws the request with EINTR.
 func (e *Engine) Read(ctx context.Context, h *stack.Handle, g *throttle.Group, dst []byte, off int64) (int, error) {
-	r := &stack.Request{Value: &waiter{done: make(chan struct{})}}
+	c := e.getCall()
+	c.dst = dst
 	e.mu.Lock()
-	a := e.st.Read(e.now(), h, g, off, int64(len(dst)), r)
+	e.apply(e.st.Read(e.now(), h, g, off, int64(len(dst)), &c.req))
 	e.mu.Unlock()
-	e.apply(a)
-	if err := e.wait(ctx, r); err != nil {
+	err := e.wait(ctx, c)
+	if err == nil {
+		err = c.req.Err
+	}
+	n := c.n
+	e.putCall(c)
+	if err != nil {
 		return 0, err
 	}
-	if r.Err != nil {
-		return 0, r.Err
-	}
-	return r.CopyTo(dst), nil
+	return n, nil
 }
 
 // Pay waits until group g may read n bytes at off, which the caller then
@@ -222,15 +255,16 @@ func (e *Engine) Read(ctx context.Context, h *stack.Handle, g *throttle.Group, d
 // neither sluice's cache nor its device reads are involved. A cancelled
 // ctx withdraws what is not yet admitted (EINTR).
 func (e *Engine) Pay(ctx context.Context, h *stack.Handle, g *throttle.Group, off, n int64) error {
-	r := &stack.Request{Value: &waiter{done: make(chan struct{})}}
+	c := e.getCall()
 	e.mu.Lock()
-	a := e.st.Pay(e.now(), h, g, off, n, r)
+	e.apply(e.st.Pay(e.now(), h, g, off, n, &c.req))
 	e.mu.Unlock()
-	e.apply(a)
-	if err := e.wait(ctx, r); err != nil {
-		return err
+	err := e.wait(ctx, c)
+	if err == nil {
+		err = c.req.Err
 	}
-	return r.Err
+	e.putCall(c)
+	return err
 }
 
 // Write writes data at off to w for group g: each MaxIO piece is written
@@ -258,18 +292,21 @@ func (e *Engine) WriteBack(h *stack.Handle, g *throttle.Group, w WriterAt, data 
 // submitWrite starts a write of data to w with start (the stack's Write
 // or WriteBack) and waits for it.
 func (e *Engine) submitWrite(ctx context.Context, w WriterAt, data []byte, start func(int64, *stack.Request) stack.Actions) (int, error) {
-	r := &stack.Request{Value: &waiter{done: make(chan struct{}), data: data, w: w}}
+	c := e.getCall()
+	c.data, c.w = data, w
 	e.mu.Lock()
-	a := start(e.now(), r)
+	e.apply(start(e.now(), &c.req))
 	e.mu.Unlock()
-	e.apply(a)
-	if err := e.wait(ctx, r); err != nil {
+	err := e.wait(ctx, c)
+	if err == nil {
+		err = c.req.Err
+	}
+	n := int(c.req.Size())
+	e.putCall(c)
+	if err != nil {
 		return 0, err
 	}
-	if r.Err != nil {
-		return 0, r.Err
-	}
-	return int(r.Size()), nil
+	return n, nil
 }
 
 // Syncer is a backing file as the engine flushes it.
@@ -286,24 +323,25 @@ func (f SyncFunc) Sync() error { return f() }
 // the stack sees like any other device I/O. It is not interrupted: once
 // started, a flush runs to its end.
 func (e *Engine) Sync(h *stack.Handle, g *throttle.Group, w Syncer) error {
-	r := &stack.Request{Value: &waiter{done: make(chan struct{}), sync: w}}
+	c := e.getCall()
+	c.sync = w
 	e.mu.Lock()
-	a := e.st.Sync(e.now(), h, g, r)
+	e.apply(e.st.Sync(e.now(), h, g, &c.req))
 	e.mu.Unlock()
-	e.apply(a)
-	<-r.Value.(*waiter).done
-	return r.Err
+	<-c.done
+	err := c.req.Err
+	e.putCall(c)
+	return err
 }
 
-// wait blocks until r is done, or ctx is cancelled for a caller that is
-// being killed (EINTR).
-func (e *Engine) wait(ctx context.Context, r *stack.Request) error {
-	done := r.Value.(*waiter).done
+// wait blocks until c's request has finished, or ctx is cancelled for a
+// caller that is being killed (EINTR).
+func (e *Engine) wait(ctx context.Context, c *call) error {
 	cancel := ctx.Done()
 	var poll <-chan time.Time
 	for {
 		select {
-		case <-done:
+		case <-c.done:
 			return nil
 		case <-cancel:
 			if e.dying != nil && !e.dying(ctx) {
@@ -321,19 +359,20 @@ func (e *Engine) wait(ctx context.Context, r *stack.Request) error {
 			}
 		}
 		e.mu.Lock()
-		a := e.st.Cancel(e.now(), r)
+		e.apply(e.st.Cancel(e.now(), &c.req))
 		e.mu.Unlock()
-		e.apply(a)
-		<-done // a read at once; a write once its started pieces are written
-		if r.Err == stack.ErrCanceled {
+		<-c.done // a read at once; a write once its started pieces are written
+		if c.req.Err == stack.ErrCanceled {
 			return syscall.EINTR
 		}
 		return nil
 	}
 }
 
-// apply performs a stack's actions: start device reads, wake finished
-// requests, arm the timer. Called without the mutex held.
+// apply performs a stack's actions, with mu held: it starts device I/O on
+// goroutines of their own, copies finished reads out and wakes their
+// callers, keeps the page buffers the stack let go for the next device
+// reads, arms the timer, and gives the stack its slices back.
 func (e *Engine) apply(a stack.Actions) {
 	for i := 0; i < len(a.Start); {
 		io := a.Start[i]
@@ -355,66 +394,83 @@ func (e *Engine) apply(a stack.Actions) {
 				a.Start[j].Off == a.Start[j-1].Off+a.Start[j-1].Len {
 				j++
 			}
-			go e.write(a.Start[i:j:j])
+			go e.write(slices.Clone(a.Start[i:j]))
 			i = j
 		}
 	}
 	for _, r := range a.Done {
-		close(r.Value.(*waiter).done)
+		c := r.Value.(*call)
+		if c.dst != nil && r.Err == nil {
+			// Here, under mu: the stack may let the pages go at its next
+			// call, and their buffers are then read into again.
+			c.n = r.CopyTo(c.dst)
+		}
+		c.done <- struct{}{}
 	}
-	if a.Wake < 0 {
-		return
+	for _, b := range a.Free {
+		if cap(b) < stack.PageSize {
+			continue
+		}
+		select {
+		case e.pages <- (*[stack.PageSize]byte)(b[:stack.PageSize]):
+		default: // enough spares: the collector takes it
+		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed || (e.armedAt >= 0 && e.armedAt <= a.Wake) {
-		return
+	if a.Wake >= 0 && !e.closed && (e.armedAt < 0 || a.Wake < e.armedAt) {
+		e.armedAt = a.Wake
+		e.alarm.arm(time.Duration(a.Wake - e.now()))
 	}
-	e.armedAt = a.Wake
-	e.alarm.arm(time.Duration(a.Wake - e.now()))
+	e.st.Recycle(a)
 }
 
 // tick runs when the timer fires: release what is due.
 func (e *Engine) tick() {
 	e.mu.Lock()
 	e.armedAt = -1
-	a := e.st.Tick(e.now())
+	e.apply(e.st.Tick(e.now()))
 	e.mu.Unlock()
-	e.apply(a)
 }
 
 // device performs one device read and reports it to the stack, each page
-// copied out of the aligned read buffer into its own allocation, so the
-// cache's memory bound holds page by page.
+// copied out of the aligned read buffer into a page buffer of its own, so
+// the cache's memory bound holds page by page. Page buffers the stack let
+// go are used again.
 func (e *Engine) device(io_ *stack.IO) {
-	var pages [][]byte
+	var arr [32][]byte
+	pages := arr[:0]
 	f, ok := io_.File.(ReaderAt)
-	err := errors.New("engine: I/O without a backing file")
+	err := errNoFile
 	if ok {
-		buf := e.buffer(int(io_.Len))
+		bp := e.buffer(int(io_.Len))
+		buf := (*bp)[:io_.Len]
 		var got int
 		got, err = readFull(f, buf, io_.Off)
 		for off := 0; off < got; off += stack.PageSize {
-			pages = append(pages, bytes.Clone(buf[off:min(off+stack.PageSize, got)]))
+			var pb *[stack.PageSize]byte
+			select {
+			case pb = <-e.pages:
+			default:
+				pb = new([stack.PageSize]byte)
+			}
+			pages = append(pages, pb[:copy(pb[:], buf[off:got])])
 		}
-		e.bufs.Put(&buf)
+		e.bufs.Put(bp)
 	}
 	e.mu.Lock()
-	a := e.st.Complete(e.now(), io_, pages, err)
+	e.apply(e.st.Complete(e.now(), io_, pages, err))
 	e.mu.Unlock()
-	e.apply(a)
 }
 
 // write writes consecutive pieces of one application write with one call
 // and reports each piece.
 func (e *Engine) write(ios []*stack.IO) {
 	r := ios[0].Request()
-	wt := r.Value.(*waiter)
+	c := r.Value.(*call)
 	first, last := ios[0], ios[len(ios)-1]
 	lo := first.Off - r.Off()
-	n, err := wt.w.WriteAt(wt.data[lo:lo+last.Off+last.Len-first.Off], first.Off)
+	n, err := c.w.WriteAt(c.data[lo:lo+last.Off+last.Len-first.Off], first.Off)
 	e.mu.Lock()
-	var a stack.Actions
+	defer e.mu.Unlock()
 	for _, pc := range ios {
 		got := min(max(int64(n)-(pc.Off-first.Off), 0), pc.Len)
 		var perr error
@@ -424,19 +480,16 @@ func (e *Engine) write(ios []*stack.IO) {
 				perr = io.ErrShortWrite
 			}
 		}
-		a = merge(a, e.st.Wrote(e.now(), pc, got, perr))
+		e.apply(e.st.Wrote(e.now(), pc, got, perr))
 	}
-	e.mu.Unlock()
-	e.apply(a)
 }
 
 // flush performs an fsync for the stack.
 func (e *Engine) flush(io *stack.IO) {
-	err := io.Request().Value.(*waiter).sync.Sync()
+	err := io.Request().Value.(*call).sync.Sync()
 	e.mu.Lock()
-	a := e.st.Wrote(e.now(), io, 0, err)
+	e.apply(e.st.Wrote(e.now(), io, 0, err))
 	e.mu.Unlock()
-	e.apply(a)
 }
 
 // Writebacker is a backing file whose writeback the engine starts early
@@ -452,25 +505,18 @@ func (e *Engine) writeback(io *stack.IO) {
 		err = w.StartWriteback(io.Off, io.Len)
 	}
 	e.mu.Lock()
-	a := e.st.Wrote(e.now(), io, 0, err)
+	e.apply(e.st.Wrote(e.now(), io, 0, err))
 	e.mu.Unlock()
-	e.apply(a)
 }
 
-// merge appends b's actions to a's; b's wake-up replaces a's.
-func merge(a, b stack.Actions) stack.Actions {
-	a.Start = append(a.Start, b.Start...)
-	a.Done = append(a.Done, b.Done...)
-	a.Wake = b.Wake
-	return a
-}
-
-// buffer returns an aligned read buffer of n bytes, reusing pooled ones.
-func (e *Engine) buffer(n int) []byte {
+// buffer returns an aligned read buffer of at least n bytes, reusing
+// pooled ones; put it back into bufs.
+func (e *Engine) buffer(n int) *[]byte {
 	if p, ok := e.bufs.Get().(*[]byte); ok && cap(*p) >= n {
-		return (*p)[:n]
+		return p
 	}
-	return alignedBuf(max(n, int(e.st.Options().MaxIO)))[:n]
+	b := alignedBuf(max(n, int(e.st.Options().MaxIO)))
+	return &b
 }
 
 // readFull reads until buf is full or end of file: only a read that

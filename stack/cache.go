@@ -57,6 +57,10 @@ type page struct {
 	pending bool   // being read by io
 	io      *IO
 	waiters []*Request
+	w1      [1]*Request     // waiters' storage for the usual single waiter
+	pins    int32           // unfinished requests holding the page
+	out     bool            // left the cache (its buf goes to Free once unpinned)
+	freed   bool            // its buf is in some Actions.Free
 	group   *throttle.Group // who read it
 	marker  bool            // touching it starts the next readahead window
 	ahead   bool            // read ahead and not used yet
@@ -170,5 +174,16 @@ func (s *Stack) remove(p *page) {
 	if p.ahead {
 		s.each(p.group, func(c *Counters) { c.RAWasted += int64(len(p.buf)) })
 		p.ahead = false
+	}
+	p.out = true
+	s.free(p)
+}
+
+// free hands p's buffer back to the driver (Actions.Free) once p has left
+// the cache and no unfinished request holds it.
+func (s *Stack) free(p *page) {
+	if p.out && p.pins == 0 && !p.freed && len(p.buf) > 0 {
+		p.freed = true
+		s.acts.Free = append(s.acts.Free, p.buf)
 	}
 }

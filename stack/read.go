@@ -13,7 +13,9 @@ import (
 // cache or at end of file, or, once it has waited Options.MaxWait, with
 // the part that is ready.
 func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
-	*r = Request{Value: r.Value, dir: throttle.Read, group: g, handle: h, off: off, len: n}
+	pages := r.pages // a request used again keeps its page list's storage
+	clear(pages)
+	*r = Request{Value: r.Value, dir: throttle.Read, group: g, handle: h, off: off, len: n, pages: pages[:0]}
 	s.each(g, func(c *Counters) { c.AppReads++ })
 	if n <= 0 {
 		s.finish(r)
@@ -106,7 +108,9 @@ func (s *Stack) startRead(now int64, r *Request) {
 	h, g, off, n := r.handle, r.group, r.off, r.len
 	f := s.file(h.Ino)
 	first, last := off/PageSize, (off+n-1)/PageSize
-	r.pages = make([]*page, 0, last-first+1)
+	if want := int(last - first + 1); cap(r.pages) < want {
+		r.pages = make([]*page, 0, want)
+	}
 	maxPages := s.opts.Readahead / PageSize
 	for idx := first; idx <= last; {
 		if f.eofKnown(now) && idx*PageSize >= f.eof {
@@ -139,6 +143,7 @@ func (s *Stack) startRead(now int64, r *Request) {
 		}
 		s.used(p)
 		r.pages = append(r.pages, p)
+		p.pins++
 		if p.pending {
 			p.waiters = append(p.waiters, r)
 			r.pending++
@@ -184,8 +189,8 @@ func (s *Stack) join(now int64, io *IO, g *throttle.Group) {
 		io.Class = throttle.Demand
 		io.queuedAt = now
 		io.req = throttle.Request{Group: g, Dir: io.Dir, Bytes: io.Len, IOs: 1, Class: throttle.Demand, Value: io}
-		for _, p := range io.pages {
-			p.group = g
+		for k := range io.pages {
+			io.pages[k].group = g
 		}
 		s.queue.Push(now, &io.req)
 		return
@@ -237,26 +242,17 @@ func (s *Stack) issue(now int64, h *Handle, g *throttle.Group, f *file, w readah
 		if i <= dlast && j-1 >= dfirst {
 			class = throttle.Demand
 		}
-		pages := make([]*page, 0, j-i)
 		// One allocation for the run: a page that outlives its neighbours
 		// keeps only their small headers, never their data.
-		var slab []page
-		if j-i > 1 {
-			slab = make([]page, j-i)
-		}
+		pages := make([]page, j-i)
 		for k := i; k < j; k++ {
-			var p *page
-			if slab != nil {
-				p = &slab[k-i]
-			} else {
-				p = new(page)
-			}
+			p := &pages[k-i]
 			*p = page{file: f, index: k, pending: true, group: g}
+			p.waiters = p.w1[:0]
 			p.ahead = k < dfirst || k > dlast
 			p.fromRA = p.ahead
 			p.marker = k == marker
 			f.pages.set(k, p)
-			pages = append(pages, p)
 		}
 		s.queueRead(now, h.Ino, h.File, g, class, f.gen, pages, now)
 		i = j
@@ -265,14 +261,20 @@ func (s *Stack) issue(now int64, h *Handle, g *throttle.Group, f *file, w readah
 
 // queueRead queues one device read of pages (consecutive, pending), queued
 // since queuedAt.
-func (s *Stack) queueRead(now int64, ino uint64, file any, g *throttle.Group, class throttle.Class, gen uint64, pages []*page, queuedAt int64) *IO {
-	io := &IO{
+func (s *Stack) queueRead(now int64, ino uint64, file any, g *throttle.Group, class throttle.Class, gen uint64, pages []page, queuedAt int64) *IO {
+	var io *IO
+	if n := len(s.spareIOs); n > 0 {
+		io, s.spareIOs = s.spareIOs[n-1], s.spareIOs[:n-1]
+	} else {
+		io = new(IO)
+	}
+	*io = IO{
 		Op: OpRead, Dir: throttle.Read, Ino: ino, File: file,
 		Off: pages[0].index * PageSize, Len: int64(len(pages)) * PageSize,
 		Class: class, group: g, queuedAt: queuedAt, gen: gen, pages: pages,
 	}
-	for _, p := range pages {
-		p.io = io
+	for k := range pages {
+		pages[k].io = io
 	}
 	io.req = throttle.Request{Group: g, Dir: throttle.Read, Bytes: io.Len, IOs: 1, Class: class, Value: io}
 	s.queue.Push(now, &io.req)
@@ -300,7 +302,8 @@ func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
 	if f := s.files[io.Ino]; err == nil && got < io.Len && f != nil && f.gen == io.gen {
 		f.eof, f.eofAt = io.Off+got, now
 	}
-	for k, p := range io.pages {
+	for k := range io.pages {
+		p := &io.pages[k]
 		p.pending = false
 		p.io = nil
 		p.buf = nil
@@ -321,6 +324,8 @@ func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
 			if len(p.buf) < PageSize {
 				p.file.tail = p.index
 			}
+		default: // detached while it was read: its readers get it, the cache does not
+			p.out = true
 		}
 		if p.fromRA {
 			n := int64(len(p.buf))
@@ -338,7 +343,16 @@ func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
 				s.finish(r)
 			}
 		}
-		p.waiters = nil
+		clear(p.waiters)
+		p.waiters = p.waiters[:0]
+		s.free(p)
+	}
+	if err != nil {
+		s.acts.Free = append(s.acts.Free, pages...) // kept nowhere
+	}
+	if len(s.spareIOs) < maxSpareIOs {
+		*io = IO{} // the driver is done with it: the next read's
+		s.spareIOs = append(s.spareIOs, io)
 	}
 	s.evict()
 	return s.release(now)

@@ -1,8 +1,6 @@
 package stack
 
 import (
-	"slices"
-
 	"sluice/throttle"
 )
 
@@ -117,6 +115,8 @@ func (s *Stack) cut(now int64, r *Request) {
 			p.waiters = removeReq(p.waiters, r)
 			r.pending--
 		}
+		p.pins--
+		s.free(p)
 	}
 	r.pages = r.pages[:keep]
 	if r.pending == 0 {
@@ -170,15 +170,15 @@ func (s *Stack) force(now int64, io *IO) {
 func (s *Stack) forcePage(now int64, p *page, g *throttle.Group) {
 	io := p.io
 	s.queue.Remove(&io.req)
-	k := slices.Index(io.pages, p)
-	if pre := slices.Clip(io.pages[:k]); len(pre) > 0 {
+	k := p.index - io.pages[0].index
+	if pre := io.pages[:k:k]; len(pre) > 0 {
 		s.queueRead(now, io.Ino, io.File, io.group, io.Class, io.gen, pre, io.queuedAt)
 	}
 	if post := io.pages[k+1:]; len(post) > 0 {
 		s.queueRead(now, io.Ino, io.File, io.group, io.Class, io.gen, post, io.queuedAt)
 	}
 	p.group = g
-	one := s.queueRead(now, io.Ino, io.File, g, throttle.Demand, io.gen, []*page{p}, io.queuedAt)
+	one := s.queueRead(now, io.Ino, io.File, g, throttle.Demand, io.gen, io.pages[k:k+1:k+1], io.queuedAt)
 	s.force(now, one)
 }
 
@@ -228,8 +228,8 @@ func (s *Stack) Cancel(now int64, r *Request) Actions {
 			continue
 		}
 		s.queue.Remove(&io.req)
-		for _, q := range io.pages {
-			if q.file.pages.get(q.index) == q {
+		for k := range io.pages {
+			if q := &io.pages[k]; q.file.pages.get(q.index) == q {
 				q.file.pages.del(q.index)
 			}
 		}
@@ -240,8 +240,8 @@ func (s *Stack) Cancel(now int64, r *Request) Actions {
 }
 
 func waited(io *IO) bool {
-	for _, p := range io.pages {
-		if len(p.waiters) > 0 {
+	for k := range io.pages {
+		if len(io.pages[k].waiters) > 0 {
 			return true
 		}
 	}

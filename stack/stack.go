@@ -46,6 +46,11 @@ type Actions struct {
 	// Wake is the time at which the driver must call Tick; -1 when nothing
 	// is waiting on time. A later call's Wake replaces an earlier one.
 	Wake int64
+	// Free lists page buffers handed in by Complete that the stack no
+	// longer holds: the pages left the cache and no unfinished request
+	// reads them. A request in Done of the same Actions may still: a
+	// driver that reuses buffers copies its finished reads out first.
+	Free [][]byte
 }
 
 // Handle is the per-open-file state the stack keeps for the driver. The
@@ -100,7 +105,7 @@ type IO struct {
 	queuedAt int64
 	started  bool
 	gen      uint64   // reads: the file's generation when issued
-	pages    []*page  // reads: the pages this I/O fills, in order
+	pages    []page   // reads: the pages this I/O fills, in order
 	write    *Request // all but reads: the application request it serves
 	wrote    int64    // writes: bytes written, once complete
 	err      error    // writes: the device's error, once complete
@@ -157,8 +162,31 @@ type Stack struct {
 	waiting reqList // requests with a deadline, oldest first
 	dirty   []*file // files with a dirty span, oldest span first
 	scratch []*throttle.Request
-	acts    Actions
-	opened  bool // a gate opened during release: admit again
+	// spareIOs are completed device reads' IOs, for the next ones.
+	spareIOs []*IO
+	acts     Actions
+	opened   bool // a gate opened during release: admit again
+}
+
+// maxSpareIOs bounds the IOs kept for reuse.
+const maxSpareIOs = 64
+
+// Recycle gives the stack back the slices of a, which the driver has
+// finished with, for its next Actions: a driver that copies what it needs
+// out of each Actions before its next call saves their allocations.
+func (s *Stack) Recycle(a Actions) {
+	if len(s.acts.Start) == 0 && cap(a.Start) > cap(s.acts.Start) {
+		clear(a.Start)
+		s.acts.Start = a.Start[:0]
+	}
+	if len(s.acts.Done) == 0 && cap(a.Done) > cap(s.acts.Done) {
+		clear(a.Done)
+		s.acts.Done = a.Done[:0]
+	}
+	if len(s.acts.Free) == 0 && cap(a.Free) > cap(s.acts.Free) {
+		clear(a.Free)
+		s.acts.Free = a.Free[:0]
+	}
 }
 
 // New returns a stack with opts, which must pass Options.Validate.
@@ -280,6 +308,10 @@ func (s *Stack) finish(r *Request) {
 	s.waiting.remove(r)
 	if r.dir == throttle.Read {
 		s.each(r.group, func(c *Counters) { c.AppRBytes += r.Size() })
+	}
+	for _, p := range r.pages {
+		p.pins--
+		s.free(p)
 	}
 	s.acts.Done = append(s.acts.Done, r)
 }

@@ -83,8 +83,9 @@ type trace struct {
 	reqs    map[string]*Request
 	names   map[*Request]string
 	count   map[string]int
-	ios     map[*IO]string
-	flight  []*IO // started, not completed, in the order started
+	ios     map[*IO]string // in flight: the stack reuses a completed read's IO
+	nio     int            // I/Os started
+	flight  []*IO          // started, not completed, in the order started
 	out     *strings.Builder
 	stamp   bool // print the time before each action
 	called  bool // the directive called into the stack: print the wake-up
@@ -298,6 +299,7 @@ func (x *trace) drive(t *testing.T, td *datadriven.TestData, done func() bool) {
 func (x *trace) complete(io *IO) {
 	i := slices.Index(x.flight, io)
 	x.flight = slices.Delete(x.flight, i, i+1)
+	delete(x.ios, io)
 	if io.Op != OpRead {
 		x.take(x.s.Wrote(x.now, io, io.Len, nil))
 		return
@@ -323,7 +325,8 @@ func (x *trace) take(a Actions) {
 	}
 	for _, io := range a.Start {
 		x.flight = append(x.flight, io)
-		name := fmt.Sprintf("io%d", len(x.ios)+1)
+		x.nio++
+		name := fmt.Sprintf("io%d", x.nio)
 		x.ios[io] = name
 		switch io.Op {
 		case OpRead:
