@@ -1,42 +1,67 @@
 #!/usr/bin/env bash
-# What a limit costs below it, and how precise it is at high rates, for
-# buffered sequential 4k reads, with sluice's own CPU time per read.
+# What a limit costs below it, how precise it is at high rates, and
+# sluice's CPU time per read or write, in one run against the native file
+# system, a plain go-fuse loopback and the kernel's blk-throttle.
 #
-# usage: speed.sh [runtime_s=10] [limits_mib="50 100 200"]
+# usage: speed.sh [runtime_s=8] [limits_mib="50 100 200"]
+#   env SPEED_CASES (default "r4k r64k r1m rr4k rr4k4 w4k w1m"): the
+#     workloads below the limits to run
 #
-# One loop ext4, one file, caches dropped before each run, fio 1 job
-# (--rw=read --bs=4k --direct=0):
-#   below a limit   native; sluice with the group unlimited; sluice with a
-#                   limit it never reaches (riops=10000000) served with
-#                   --cache-mode direct and with --cache-mode kernel
-#   at each limit   kernel blk-throttle (cgroup v1 read_bps_device on the
-#                   loop device); sluice --cache-mode direct and kernel
-# Reported: MiB/s, achieved/limit, clat max, and sluice's CPU time
-# (utime + stime of the daemon, /proc) per read() call.
+# One loop ext4, one file, caches dropped before each run, fio as uid 1001,
+# --fadvise_hint=0 (FUSE does not forward fadvise; see overhead.sh).
+#
+# Below a limit, each workload on four paths:
+#   native            the directory itself
+#   loopback          bench/loopback -no-passthrough -allow-other: plain go-fuse, every
+#                     read that misses the kernel page cache reaches it
+#   sluice unlimited  the uid's group has no limit
+#   sluice unreached  the group has a limit it never reaches (reads:
+#                     riops=10000000, writes: wbps=10GiB), --cache-mode auto
+# and, for r4k, the unreached limit served with --cache-mode direct.
+# Workloads:
+#   r4k r64k r1m   sequential buffered reads of 4 KiB, 64 KiB, 1 MiB
+#   rr4k rr4k4     4 KiB random reads, direct=1, QD1, 1 and 4 jobs
+#   w4k w1m        sequential buffered writes of 4 KiB and 1 MiB to a new
+#                  1 GiB file (time based: it wraps round)
+# At each limit: 4 KiB buffered sequential reads under blk-throttle
+# (cgroup v1 read_bps_device on the loop device) and through sluice with
+# --cache-mode direct and kernel.
+# Reported: MiB/s, achieved/limit, clat max, and sluice's CPU time (utime +
+# stime of the daemon, /proc) per read() or write() call.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-RT=${1:-10}
+RT=${1:-8}
 LIMITS=${2:-"50 100 200"}
+CASES=${SPEED_CASES:-"r4k r64k r1m rr4k rr4k4 w4k w1m"}
 [[ $RT =~ ^[1-9][0-9]*$ ]] || die "runtime_s must be a positive integer (got '$RT'); usage: speed.sh [runtime_s] [limits_mib]"
 check_limits "$LIMITS"
+for c in $CASES; do
+	case $c in r4k | r64k | r1m | rr4k | rr4k4 | w4k | w1m) ;;
+	*) die "unknown case '$c' in SPEED_CASES (want r4k r64k r1m rr4k rr4k4 w4k w1m)" ;;
+	esac
+done
 
 start_blkio_bench
+build_loopback
 
 FILE_MIB=4096
-IMG_MIB=$((FILE_MIB + 512))
+IMG_MIB=$((FILE_MIB + 1536))
 log "loop ext4 of ${IMG_MIB} MiB, test file ${FILE_MIB} MiB, runtime ${RT}s, limits: $LIMITS MiB/s"
 make_loop_fs "$IMG_MIB" "$WORK/fs"
 DATA=$WORK/fs/data
 mkdir -p "$DATA"
 write_file "$DATA/f" "$FILE_MIB"
+chown 1001:1001 "$DATA"
 chmod 755 "$WORK" "$WORK/fs" "$DATA"
 chmod 644 "$DATA/f"
 make_cgroup "sluice-bench-speed.$$"
+# One untimed pass first: the first read of fresh data is slower below the
+# VM (host-side caching), which would penalise whichever path runs first.
+log "warm-up pass over the test file"
+dd if="$DATA/f" of=/dev/null bs=1M status=none
 
-FIO_JOB=(--name=seq --rw=read --bs=4k --direct=0 --numjobs=1 --ioengine=psync
-	--runtime="$RT" --time_based --size="${FILE_MIB}M")
 AS_USER=(setpriv --reuid=1001 --regid=1001 --clear-groups)
 
 ROWS=$WORK/rows
@@ -44,82 +69,130 @@ ROWS=$WORK/rows
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
-# row CASE PATH LIMIT JSON [TICKS]: one table row from a fio result and
-# the daemon's CPU ticks over the run (empty for no daemon).
+# fio_args CASE: the fio arguments of a workload, without the file.
+fio_args() {
+	local a=(--rw=read --direct=0 --numjobs=1 --ioengine=psync --runtime="$RT" --time_based
+		--fadvise_hint=0 --group_reporting)
+	case $1 in
+	r4k) a+=(--bs=4k --size="${FILE_MIB}M") ;;
+	r64k) a+=(--bs=64k --size="${FILE_MIB}M") ;;
+	r1m) a+=(--bs=1M --size="${FILE_MIB}M") ;;
+	rr4k) a+=(--rw=randread --direct=1 --bs=4k --size="${FILE_MIB}M") ;;
+	rr4k4) a+=(--rw=randread --direct=1 --bs=4k --numjobs=4 --size="${FILE_MIB}M") ;;
+	w4k) a+=(--rw=write --bs=4k --size=1G) ;;
+	w1m) a+=(--rw=write --bs=1M --size=1G) ;;
+	limit) a+=(--bs=4k --size="${FILE_MIB}M") ;;
+	esac
+	echo "${a[@]}"
+}
+
+# target CASE DIR: the file a workload uses in DIR.
+target() {
+	case $1 in
+	w*) echo "$2/w" ;;
+	*) echo "$2/f" ;;
+	esac
+}
+
+# row CASE PATH LIMIT_MIB|- JSON [TICKS]: one table row from a fio result
+# and the daemon's CPU ticks over the run (empty for no daemon).
 row() {
 	python3 - "$@" >>"$ROWS" <<'EOF'
 import json, os, sys
 case, path, limit, out = sys.argv[1:5]
 ticks = sys.argv[5] if len(sys.argv) > 5 else ""
 text = open(out).read()
-r = json.loads(text[text.index("{"):])["jobs"][0]["read"]
+job = json.loads(text[text.index("{"):])["jobs"][0]
+r = job["write"] if case.startswith("w") else job["read"]
 mib = r["io_bytes"] / (r["runtime"] / 1000) / 2**20 if r["runtime"] else 0.0
+iops = r["total_ios"] / (r["runtime"] / 1000) if r["runtime"] else 0.0
 ratio = f"{mib / int(limit):.3f}" if limit != "-" else "-"
 cpu = "-"
 if ticks and r["total_ios"]:
     cpu = f"{int(ticks) / os.sysconf('SC_CLK_TCK') / r['total_ios'] * 1e6:.1f}"
-print(f"{case}\t{path}\t{mib:.1f}\t{ratio}\t{r['clat_ns']['max'] / 1e6:.1f}\t{cpu}")
+print(f"{case}\t{path}\t{mib:.1f}\t{iops:.0f}\t{ratio}\t{r['clat_ns']['max'] / 1e6:.1f}\t{cpu}")
 EOF
 }
 
-# through_sluice CASE PATH LIMIT_MIB|- FLAGS...: one fio run as uid 1001
-# through a fresh mount.
+# run CASE PATH LIMIT DIR [DAEMON_PID] [CGROUP]: one fio run as uid 1001.
+run() {
+	local cs=$1 path=$2 lim=$3 dir=$4 pid=${5:-} cg=${6:-} t0=0 t1=0 file
+	file=$(target "$cs" "$dir")
+	rm -f "$DATA/w"
+	sync
+	drop_caches
+	[ -z "$pid" ] || t0=$(cpu_ticks "$pid")
+	local cmd=("${AS_USER[@]}" fio --output-format=json --name="$cs" --filename="$file")
+	# shellcheck disable=SC2046 # word splitting of fio_args is intended
+	if [ -n "$cg" ]; then
+		in_cgroup "$cg" "${cmd[@]}" $(fio_args "$cs") >"$WORK/run.json" 2>"$WORK/run.err"
+	else
+		bg_wait "${cmd[@]}" $(fio_args "$cs") >"$WORK/run.json" 2>"$WORK/run.err"
+	fi || { cat "$WORK/run.err" >&2; die "fio ($cs, $path) failed"; }
+	[ -z "$pid" ] || t1=$(cpu_ticks "$pid")
+	if [ -n "$pid" ]; then
+		row "$cs" "$path" "$lim" "$WORK/run.json" $((t1 - t0))
+	else
+		row "$cs" "$path" "$lim" "$WORK/run.json"
+	fi
+}
+
+# through_sluice CASE PATH LIMIT_MIB|- FLAGS...: one run through a fresh
+# sluice mount.
 through_sluice() {
-	local cs=$1 path=$2 lim=$3 t0 t1
+	local cs=$1 path=$2 lim=$3
 	shift 3
 	if [ -z "$SLUICE" ]; then
 		printf '%s\t%s\t(sluice did not build)\n' "$cs" "$path" >>"$ROWS"
 		return
 	fi
 	sluice_mount "$WORK/sluice.log" "$DATA" "$WORK/mnt" --group 't uid=1001' "$@"
-	drop_caches
-	t0=$(cpu_ticks "$FUSE_PID")
-	bg_wait "${AS_USER[@]}" fio --output-format=json \
-		--filename="$WORK/mnt/f" "${FIO_JOB[@]}" >"$WORK/run.json" 2>"$WORK/run.err" ||
-		{ cat "$WORK/run.err" >&2; die "fio ($cs, $path) failed"; }
-	t1=$(cpu_ticks "$FUSE_PID")
+	run "$cs" "$path" "$lim" "$WORK/mnt" "$FUSE_PID"
 	stop_fuse
-	row "$cs" "$path" "$lim" "$WORK/run.json" $((t1 - t0))
 }
 
-log "below a limit: native"
-drop_caches
-bg_wait "${AS_USER[@]}" fio --output-format=json \
-	--filename="$DATA/f" "${FIO_JOB[@]}" >"$WORK/run.json" 2>"$WORK/run.err" ||
-	{ cat "$WORK/run.err" >&2; die "fio (native) failed"; }
-row "below a limit" native - "$WORK/run.json"
-log "below a limit: sluice, unlimited"
-through_sluice "below a limit" "sluice, unlimited" -
-for mode in direct kernel; do
-	log "below a limit: sluice, riops=10000000, --cache-mode $mode"
-	through_sluice "below a limit" "sluice $mode, unreached limit" - --limit 't riops=10000000' --cache-mode "$mode"
+for cs in $CASES; do
+	log "$cs: native"
+	run "$cs" native - "$DATA"
+	log "$cs: loopback"
+	start_fuse "$WORK/loopback.log" "$WORK/mnt" "$LOOPBACK" -no-passthrough -allow-other "$DATA" "$WORK/mnt"
+	run "$cs" loopback - "$WORK/mnt" "$FUSE_PID"
+	stop_fuse
+	log "$cs: sluice, unlimited"
+	through_sluice "$cs" "sluice unlimited" -
+	unreached='t riops=10000000'
+	[[ $cs == w* ]] && unreached='t wbps=10GiB'
+	log "$cs: sluice, $unreached"
+	through_sluice "$cs" "sluice unreached" - --limit "$unreached"
+	if [ "$cs" = r4k ]; then
+		log "$cs: sluice, $unreached, --cache-mode direct"
+		through_sluice "$cs" "sluice unreached, direct" - --limit "$unreached" --cache-mode direct
+	fi
 done
 
 for L in $LIMITS; do
 	log "limit ${L} MiB/s: kernel blk-throttle"
 	echo "$MAJMIN $((L * 1048576))" >"$CG/blkio.throttle.read_bps_device"
-	drop_caches
-	in_cgroup "$CG" "${AS_USER[@]}" fio --output-format=json \
-		--filename="$DATA/f" "${FIO_JOB[@]}" >"$WORK/run.json" 2>"$WORK/run.err" ||
-		{ cat "$WORK/run.err" >&2; die "fio (kernel, ${L} MiB/s) failed"; }
+	run limit "kernel ${L} MiB/s" "$L" "$DATA" "" "$CG"
 	echo "$MAJMIN 0" >"$CG/blkio.throttle.read_bps_device"
-	row "${L} MiB/s" kernel "$L" "$WORK/run.json"
 	for mode in direct kernel; do
 		log "limit ${L} MiB/s: sluice --cache-mode $mode"
-		through_sluice "${L} MiB/s" "sluice $mode" "$L" --limit "t rbps=${L}MiB" --cache-mode "$mode"
+		through_sluice limit "sluice $mode ${L} MiB/s" "$L" --limit "t rbps=${L}MiB" --cache-mode "$mode"
 	done
 done
 
 echo
-echo "buffered sequential 4k reads (fio, 1 job, ${RT}s, caches dropped); sluice CPU per read() call"
+echo "fio as uid 1001, ${RT}s per run, caches dropped; sluice (or loopback) CPU per read() or write() call"
 {
-	printf 'case\tpath\tMiB/s\tachieved/limit\tclat max ms\tsluice CPU us/read\n'
+	printf 'case\tpath\tMiB/s\tIOPS\tachieved/limit\tclat max ms\tdaemon CPU us/op\n'
 	cat "$ROWS"
 } >"$WORK/table"
 print_table "$WORK/table"
 cat <<'EOF'
 
-targets: a limited group below its limit >= 0.8x the unlimited group;
-achieved/limit 0.99-1.01 at 50, 100 and 200 MiB/s with clat max <= 20 ms.
---cache-mode auto picks kernel from 64 MiB/s (and 512 IOPS) up, direct below.
+targets: a limited group below its limit >= 0.8x the unlimited group in
+every case; unlimited 4k buffered writes >= 0.5x native; unlimited 1 MiB
+sequential reads >= 0.8x native; achieved/limit 0.99-1.01 at 50, 100 and
+200 MiB/s with clat max <= 20 ms. --cache-mode auto picks kernel from
+64 MiB/s (and 512 IOPS) up, direct below.
 EOF

@@ -3,6 +3,7 @@ package stack
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -398,4 +399,92 @@ func TestReadCachedIsRead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFreedBuffersUnused: a page buffer the stack hands back (Actions.Free)
+// is held by nothing: not by a cached page, not by a request still
+// waiting. Each freed buffer is overwritten at once, as a driver that reads
+// into it again would; every request, copied out when it finishes, still
+// gets the file's bytes. Reads overlap, complete out of order, and the file
+// is changed, truncated and forgotten under them, in a cache of half the file.
+func TestFreedBuffersUnused(t *testing.T) {
+	r := newRig(t, 4*MiB, func(o *Options) { o.CacheBytes = 2 * MiB })
+	r.s.SetLimits(0, "default", throttle.Limits{RBPS: 64 * MiB})
+	g := r.s.Group("default")
+	rnd := rand.New(rand.NewPCG(1, 2))
+	freed := map[*byte]bool{}
+	type pending struct {
+		req     *Request
+		off, n  int64
+		version int
+	}
+	var waiting []pending
+	version := 0 // bumped when the file changes: a read that spans it may see either
+	checked := 0
+	check := func(p pending) {
+		buf := make([]byte, p.n)
+		got := p.req.CopyTo(buf)
+		if p.version != version {
+			return
+		}
+		checked++
+		end := min(p.off+p.n, int64(len(r.data)))
+		if p.off < end && !bytes.Equal(buf[:got], r.data[p.off:end]) {
+			t.Fatalf("read %d@%d: wrong bytes (a buffer it held was freed)", p.n, p.off)
+		}
+	}
+	take := func(a Actions) {
+		r.queued = append(r.queued, a.Start...)
+		for _, d := range a.Done {
+			i := slices.IndexFunc(waiting, func(p pending) bool { return p.req == d })
+			check(waiting[i])
+			waiting = slices.Delete(waiting, i, i+1)
+		}
+		for _, b := range a.Free {
+			if freed[&b[0]] {
+				t.Fatalf("a buffer freed twice")
+			}
+			freed[&b[0]] = true
+			for i := range b {
+				b[i] = 0xee
+			}
+		}
+		r.wake = a.Wake
+	}
+	handles := []*Handle{{Ino: 1}, {Ino: 1}, {Ino: 1}}
+	for range 6000 {
+		switch k := rnd.IntN(20); {
+		case k < 11: // a read, sequential or not
+			h := handles[rnd.IntN(len(handles))]
+			off := rnd.Int64N(int64(len(r.data)) / PageSize * 2 / 3 * PageSize)
+			n := int64(1+rnd.IntN(8)) * PageSize / int64(1+rnd.IntN(2))
+			req := &Request{}
+			waiting = append(waiting, pending{req, off, n, version})
+			take(r.s.Read(r.now, h, g, off, n, req))
+		case k < 15 && len(r.queued) > 0: // one device read finishes
+			i := rnd.IntN(len(r.queued))
+			io := r.queued[i]
+			r.queued = slices.Delete(r.queued, i, i+1)
+			var pages [][]byte
+			for off := io.Off; off < min(io.Off+io.Len, int64(len(r.data))); off += PageSize {
+				pages = append(pages, bytes.Clone(r.data[off:min(off+PageSize, int64(len(r.data)))]))
+			}
+			take(r.s.Complete(r.now, io, pages, nil))
+		case k == 15 && rnd.IntN(50) == 0: // the file changes under the cache
+			off := rnd.Int64N(int64(len(r.data)) - PageSize)
+			r.data[off] ^= 0xff
+			version++
+			r.s.Changed(1, off, 1)
+		case k == 16 && rnd.IntN(50) == 0:
+			r.s.Forget(1)
+			version++
+		default:
+			r.now += 5 * ms
+			take(r.s.Tick(r.now))
+		}
+	}
+	if len(freed) == 0 || checked < 500 {
+		t.Fatalf("%d buffers freed, %d reads checked: the test did not exercise eviction under waiting reads", len(freed), checked)
+	}
+	t.Logf("%d buffers freed and overwritten, %d reads checked", len(freed), checked)
 }

@@ -36,6 +36,7 @@ func main() {
 	directIO := flag.Bool("direct-io", false, "open files with FOPEN_DIRECT_IO (bypass the kernel page cache)")
 	noPassthrough := flag.Bool("no-passthrough", false, "refuse FUSE passthrough so reads and writes reach this process")
 	timeout := flag.Duration("timeout", 0, "entry and attribute timeout the kernel may cache lookups and attributes for (0: none)")
+	allowOther := flag.Bool("allow-other", false, "let other users than the mounting one use the mount (allow_other)")
 	defaultPerms := flag.Bool("default-permissions", false, "let the kernel check every caller's permissions (as sluice does); costs a GETATTR of a directory after each change in it")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: %s [-direct-io] [-no-passthrough] [-timeout D] [-default-permissions] SOURCE MOUNTPOINT\n", os.Args[0])
@@ -65,6 +66,7 @@ func main() {
 	if *noPassthrough {
 		opts.DisabledCapabilities = fuse.CAP_PASSTHROUGH
 	}
+	opts.AllowOther = *allowOther
 	if *defaultPerms {
 		opts.Options = append(opts.Options, "default_permissions")
 	}
