@@ -34,7 +34,7 @@ const mountHelp = `Usage: sluice mount [flags] SOURCE MOUNTPOINT
 
 Serves the directory SOURCE on MOUNTPOINT in the foreground. Every read and
 write by a caller whose group has a limit goes through sluice's per-group
-throttle (reads below 64 MiB/s through its own page cache and readahead,
+throttle (reads below 32 MiB/s through its own page cache and readahead,
 above through the kernel's: see --cache-mode); callers without a limit pay
 little.
 Stop it with Ctrl-C or SIGTERM: it unmounts cleanly.
