@@ -654,6 +654,7 @@ func (r *runner) apply(a stack.Actions) {
 		r.wakeAt = a.Wake
 		r.push(event{at: a.Wake, kind: evWake})
 	}
+	r.st.Recycle(a) // nothing above kept its slices
 }
 
 // deviceDone reports a device I/O's completion to the stack.
