@@ -92,14 +92,29 @@ func (n *node) releaseReader() {
 
 // ReadAt is one pread of the node's reader: the engine's device reads. A
 // readahead issued for a file that has since been closed fails with EBADF.
-func (n *node) ReadAt(p []byte, off int64) (int, error) {
+func (n *node) ReadAt(p []byte, off int64) (int, error) { return n.readAtFor(0, p, off) }
+
+// readAtFor is ReadAt on behalf of process pid (0: unknown).
+func (n *node) readAtFor(pid int, p []byte, off int64) (int, error) {
 	n.rmu.RLock()
 	defer n.rmu.RUnlock()
 	if n.reader == nil {
 		return 0, syscall.EBADF
 	}
-	return n.reader.ReadAt(p, off)
+	return n.reader.ReadAtFor(pid, p, off)
 }
+
+// openedBy is a node as the engine reads it for the handles one process
+// opened: a mirror set's policy sees that process as the reader of the
+// device reads the handle causes (its demand reads and its readahead), as
+// btrfs sees the process that reads. The cache the handles share is the
+// node's.
+type openedBy struct {
+	*node
+	pid int
+}
+
+func (o openedBy) ReadAt(p []byte, off int64) (int, error) { return o.readAtFor(o.pid, p, off) }
 
 // StartWriteback starts the writeback of [off, off+n) of the node's
 // backing file (the engine's OpWriteback), through the reader when one is

@@ -64,6 +64,7 @@ func mirrorOpts(dirs []string, mnt, policy string, faults []*backing.Faults) Opt
 	// its reads are the engine's device reads; root's go straight to the
 	// backing files.
 	opts.Rules = []group.Rule{{Group: "t", UID: ptr(uint32(1001))}}
+	opts.Limits = []group.LimitSpec{{Group: "t", RIOPS: ptr(int64(10_000_000))}}
 	opts.CacheMode = CacheDirect
 	return opts
 }
@@ -531,5 +532,45 @@ func mirrorResync(t *testing.T, n int) {
 	defer unmount2()
 	if s := stateOf(t, f2); slices.Contains(s, backing.Stale) {
 		t.Errorf("after a restart: %v", s)
+	}
+}
+
+// TestMirrorPID: under the pid policy, the device reads a limited reader
+// causes through sluice's cache (its demand reads and its readahead) go to
+// the mirror its process id picks, as btrfs routes a reading process; a
+// process of the other parity reads from the other mirror.
+func TestMirrorPID(t *testing.T) {
+	needFUSE(t)
+	dirs, mnt, _ := mirrorSet(t, 2)
+	f, unmount := serve(t, mirrorOpts(dirs, mnt, "pid", nil))
+	defer unmount()
+	const files = 16
+	data := bytes.Repeat([]byte("pid policy "), 100000)
+	for i := range files { // one file per reader: none is in the cache yet
+		if err := os.WriteFile(filepath.Join(mnt, "pub", fmt.Sprint("r", i)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int]bool{}
+	for i := 0; i < files && len(seen) < 2; i++ {
+		before := f.Mirrors().Stats()
+		cmd := exec.Command("dd", "if="+filepath.Join(mnt, "pub", fmt.Sprint("r", i)), "of=/dev/null", "bs=64k")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("dd as uid 1001: %v: %s", err, out)
+		}
+		after := f.Mirrors().Stats()
+		want := cmd.Process.Pid % 2
+		for m := range after {
+			d := after[m].Reads - before[m].Reads
+			if (m == want) != (d > 0) {
+				t.Fatalf("reader pid %d: mirror %d got %d device reads; want them all on mirror %d",
+					cmd.Process.Pid, m, d, want)
+			}
+		}
+		seen[want] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("%d readers, all of one parity: the other mirror was never chosen", files)
 	}
 }

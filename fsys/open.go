@@ -105,11 +105,14 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	n.revalidate(a)
 	g, _ := f.caller(ctx)
 	h := &handle{file: file, node: n, opener: g, cred: &backing.Cred{}}
-	if c, ok := fuse.FromContext(ctx); ok {
-		h.cred = f.callerCred(&c.Owner, c.Pid, 0)
-	}
 	h.sh.Ino = uint64(id)
 	h.sh.File = n
+	if c, ok := fuse.FromContext(ctx); ok {
+		h.cred = f.callerCred(&c.Owner, c.Pid, 0)
+		if file.Mirrored() {
+			h.sh.File = openedBy{n, int(c.Pid)}
+		}
+	}
 	switch {
 	case g.Limited() && f.kernelCache(g):
 		// Served through the kernel's page cache: the reads it sends
