@@ -200,12 +200,13 @@ func (e *Engine) Forget(ino uint64) {
 // finished allocates nothing.
 type call struct {
 	req  stack.Request
-	done chan struct{} // one token when the request has finished
-	dst  []byte        // a read's buffer, filled under mu as it finishes
-	n    int           // bytes copied into dst
-	data []byte        // a write's data
-	w    WriterAt      // the file a write goes to
-	sync Syncer        // the file a sync flushes
+	done chan struct{}  // one token when the request has finished
+	work chan *stack.IO // a device read to perform for the request's pages
+	dst  []byte         // a read's buffer, filled under mu as it finishes
+	n    int            // bytes copied into dst
+	data []byte         // a write's data
+	w    WriterAt       // the file a write goes to
+	sync Syncer         // the file a sync flushes
 }
 
 // getCall returns a call from the engine's pool. (The pool is the
@@ -215,7 +216,7 @@ func (e *Engine) getCall() *call {
 	if c, ok := e.calls.Get().(*call); ok {
 		return c
 	}
-	c := &call{done: make(chan struct{}, 1)}
+	c := &call{done: make(chan struct{}, 1), work: make(chan *stack.IO, 1)}
 	c.req.Value = c
 	return c
 }
@@ -335,13 +336,18 @@ func (e *Engine) Sync(h *stack.Handle, g *throttle.Group, w Syncer) error {
 }
 
 // wait blocks until c's request has finished, or ctx is cancelled for a
-// caller that is being killed (EINTR).
+// caller that is being killed (EINTR). Meanwhile it performs the device
+// reads handed to it for its pages.
 func (e *Engine) wait(ctx context.Context, c *call) error {
 	cancel := ctx.Done()
 	var poll <-chan time.Time
 	for {
 		select {
+		case io := <-c.work:
+			e.device(io)
+			continue
 		case <-c.done:
+			e.drain(c)
 			return nil
 		case <-cancel:
 			if e.dying != nil && !e.dying(ctx) {
@@ -362,10 +368,23 @@ func (e *Engine) wait(ctx context.Context, c *call) error {
 		e.apply(e.st.Cancel(e.now(), &c.req))
 		e.mu.Unlock()
 		<-c.done // a read at once; a write once its started pieces are written
+		e.drain(c)
 		if c.req.Err == stack.ErrCanceled {
 			return syscall.EINTR
 		}
 		return nil
+	}
+}
+
+// drain performs a device read handed to c before its request finished
+// without it (cut at the wait cap, or cancelled): other readers wait for
+// those pages. Work is handed over only while the request is unfinished,
+// so it is in the channel before the token that says it finished.
+func (e *Engine) drain(c *call) {
+	select {
+	case io := <-c.work:
+		e.device(io)
+	default:
 	}
 }
 
@@ -378,6 +397,16 @@ func (e *Engine) apply(a stack.Actions) {
 		io := a.Start[i]
 		switch io.Op {
 		case stack.OpRead:
+			// A read that waits for the pages performs it: no goroutine
+			// to start, and one hand-off fewer before the reply.
+			if r := io.Waiter(); r != nil {
+				select {
+				case r.Value.(*call).work <- io:
+					i++
+					continue
+				default:
+				}
+			}
 			go e.device(io)
 			i++
 		case stack.OpFlush:

@@ -493,3 +493,70 @@ func TestWriteErrorPrefix(t *testing.T) {
 		}
 	})
 }
+
+// gatedFile is a memFile whose read at one offset waits for a gate.
+type gatedFile struct {
+	*memFile
+	at   int64
+	gate chan struct{}
+}
+
+func (g *gatedFile) ReadAt(p []byte, off int64) (int, error) {
+	if off == g.at {
+		<-g.gate
+	}
+	return g.memFile.ReadAt(p, off)
+}
+
+// TestInterruptHandedRead: device reads handed to a waiting request are
+// performed even when that request is interrupted first, so another reader
+// waiting for the same pages gets them. Request A reads two MaxIO pieces:
+// the first is handed to it and held on the device, the second is handed
+// to it meanwhile, then A is interrupted; when the first read returns, A
+// sees the interrupt and the second piece together. Reader B waits for a
+// page of the second piece. Run many times: which of the two A takes first
+// varies.
+func TestInterruptHandedRead(t *testing.T) {
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			data := randomData(4*MiB, 5)
+			e := newEngine(t, noReadahead)
+			e.SetLimits("default", throttle.Limits{RBPS: MiB})
+			g := e.Group("default")
+			piece := e.Options().MaxIO
+			f := &gatedFile{memFile: &memFile{data: data}, at: 2 * MiB, gate: make(chan struct{})}
+			h := &stack.Handle{Ino: 1, File: f}
+			if _, err := e.Read(context.Background(), h, g, make([]byte, MiB), 0); err != nil {
+				t.Fatal(err) // the group owes 1 s
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			errA := make(chan error, 1)
+			go func() {
+				_, err := e.Read(ctx, h, g, make([]byte, 2*piece), 2*MiB)
+				errA <- err
+			}()
+			synctest.Wait()
+			bufB := make([]byte, 4096)
+			nB := make(chan int, 1)
+			go func() {
+				n, err := e.Read(context.Background(), h, g, bufB, 2*MiB+piece)
+				if err != nil {
+					t.Error(err)
+				}
+				nB <- n
+			}()
+			// The first piece goes at 1 s and waits on the gate; the second
+			// goes a piece's time later, handed to A while it waits.
+			time.Sleep(time.Second + 2*time.Duration(piece)*time.Second/MiB)
+			synctest.Wait()
+			cancel()
+			close(f.gate)
+			if err := <-errA; err != nil && !errors.Is(err, syscall.EINTR) {
+				t.Fatalf("interrupted read: %v", err)
+			}
+			if n := <-nB; n != len(bufB) || !bytes.Equal(bufB, data[2*MiB+piece:2*MiB+piece+4096]) {
+				t.Fatalf("the other reader got %d bytes, or the wrong ones", n)
+			}
+		})
+	}
+}

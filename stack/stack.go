@@ -116,6 +116,18 @@ type IO struct {
 // serves, nil for a read.
 func (io *IO) Request() *Request { return io.write }
 
+// Waiter returns an unfinished application read waiting for the pages of the read
+// I/O io, nil when none does (readahead no one has asked for yet): a
+// driver may perform the I/O on that read's behalf.
+func (io *IO) Waiter() *Request {
+	for k := range io.pages {
+		if w := io.pages[k].waiters; len(w) > 0 {
+			return w[0]
+		}
+	}
+	return nil
+}
+
 // Request is one application read, write or sync as seen at the FUSE layer.
 type Request struct {
 	// Value is the driver's, untouched by the stack (typically what wakes the
