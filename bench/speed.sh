@@ -194,5 +194,5 @@ targets: a limited group below its limit >= 0.8x the unlimited group in
 every case; unlimited 4k buffered writes >= 0.5x native; unlimited 1 MiB
 sequential reads >= 0.8x native; achieved/limit 0.99-1.01 at 50, 100 and
 200 MiB/s with clat max <= 20 ms. --cache-mode auto picks kernel from
-64 MiB/s (and 512 IOPS) up, direct below.
+32 MiB/s (and 512 IOPS) up, direct below.
 EOF

@@ -104,11 +104,11 @@ const (
 // Read limits from which CacheAuto serves a group through the kernel's
 // page cache: there a demand read waits behind at most one kernel
 // readahead request (up to 1 MiB, 31 ms at 32 MiB/s). Measured with 4 KiB
-// sequential reads (bench/speed.sh), the page cache's worst wait fell
-// below direct I/O's between 16 and 20 MiB/s (direct I/O's grows as its
-// round trip per read nears saturation), the two were level at 30, and
-// from 40 up the page cache held the limit more closely, at a tenth of the
-// CPU.
+// sequential reads (bench/speed.sh), direct I/O's worst wait was 4-6 ms
+// up to 30 MiB/s against the page cache's 23-105 ms; from 40 MiB/s, as its
+// one round trip per read nears saturation, direct I/O waited longer (27
+// ms at 40, where the page cache waited 15) and from 50 it fell short of
+// the limit, which the page cache held at a tenth of the CPU.
 const (
 	KernelCacheBPS  = 32 << 20
 	KernelCacheIOPS = 512
