@@ -35,6 +35,7 @@ const (
 	evWake               // the stack's wake-up
 	evNext               // a thread goes on after a batch of cached reads
 	evProbe              // a read policy's background read completes
+	evHedge              // a mirror read has run long: send it to another mirror too
 )
 
 // event is one entry of the run's timeline, ordered by (at, seq). Events
@@ -52,6 +53,14 @@ type event struct {
 	dev  int   // the device of an evDevice
 	m    int   // its place in the mirror set, -1 when not a mirror read
 	sent int64 // when a mirror read was sent
+	h    *hedged
+}
+
+// hedged is a mirror read that may be sent to a second mirror: the first
+// answer without an error completes it; the other is only counted.
+type hedged struct {
+	left int  // reads of it in flight
+	done bool // answered
 }
 
 type events []event
@@ -347,6 +356,8 @@ func Run(sc *Scenario) (*Result, error) {
 		case evProbe:
 			r.count(ev.dev, r.now, ev.n)
 			r.policy.Done(r.now, ev.m, ev.sent, ev.err)
+		case evHedge:
+			r.hedge(ev)
 		case evNext:
 			r.next(ev.t)
 		case evWake:
@@ -622,11 +633,20 @@ func (r *runner) apply(a stack.Actions) {
 			r.policy.Started(r.now, m, rd)
 			di := r.mirrors[m]
 			doneAt, err := r.devList[di].Start(r.now, op, n)
-			r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: di, m: m, sent: r.now})
+			var hr *hedged
+			if hg, ok := r.policy.(mirror.Hedger); ok && len(r.mirrors) > 1 {
+				// As the mount does: a read still unanswered after the
+				// policy's delay goes to another mirror too (once here; the
+				// mount goes on to a third mirror of three).
+				if after := hg.HedgeAfter(r.now, m); after > 0 && r.now+after < doneAt {
+					hr = &hedged{left: 1}
+					r.push(event{at: r.now + after, kind: evHedge, io: io, n: n, m: m, t: t, h: hr})
+				}
+			}
+			r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: di, m: m, sent: r.now, h: hr})
 			if pr, ok := r.policy.(mirror.Prober); ok {
 				// The mount reads a mirror the policy asks to probe in the
-				// background; so does the model (hedged reads it does not
-				// model).
+				// background; so does the model.
 				if pm, ok := pr.Probe(r.now); ok {
 					r.policy.Started(r.now, pm, rd)
 					pd := r.mirrors[pm]
@@ -657,6 +677,24 @@ func (r *runner) apply(a stack.Actions) {
 	r.st.Recycle(a) // nothing above kept its slices
 }
 
+// hedge sends a mirror read that has run long to the mirror the policy
+// picks now, or the next one when it picks the same.
+func (r *runner) hedge(ev event) {
+	if ev.h.done {
+		return
+	}
+	rd := mirror.Read{PID: ev.t.pid, Off: ev.io.Off, Len: ev.io.Len}
+	m := r.policy.Pick(r.now, rd)
+	if m == ev.m {
+		m = (m + 1) % len(r.mirrors)
+	}
+	r.policy.Started(r.now, m, rd)
+	di := r.mirrors[m]
+	doneAt, err := r.devList[di].Start(r.now, device.Read, ev.n)
+	ev.h.left++
+	r.push(event{at: doneAt, kind: evDevice, io: ev.io, n: ev.n, err: err, dev: di, m: m, sent: r.now, h: ev.h})
+}
+
 // deviceDone reports a device I/O's completion to the stack.
 func (r *runner) deviceDone(ev event) {
 	io, n, err := ev.io, ev.n, ev.err
@@ -666,6 +704,13 @@ func (r *runner) deviceDone(ev event) {
 	r.count(ev.dev, r.now, n)
 	if ev.m >= 0 {
 		r.policy.Done(r.now, ev.m, ev.sent, err)
+	}
+	if h := ev.h; h != nil {
+		h.left--
+		if h.done || err != nil && h.left > 0 {
+			return // answered by the other mirror, or it may yet answer
+		}
+		h.done = true
 	}
 	if fo := r.fanout[io]; fo != nil {
 		if fo.err == nil {

@@ -211,3 +211,63 @@ func BenchmarkSpeed(b *testing.B) {
 		})
 	}
 }
+
+// TestHedgedReads: one mirror of two turns 1000x slower (100 ms a read)
+// for a second. Under adaptive, a read sent to it just before is hedged on
+// the other mirror a few milliseconds later, as the mount does, so no read
+// waits anywhere near 100 ms; latency, which does not hedge, leaves such
+// reads to finish where they were sent.
+func TestHedgedReads(t *testing.T) {
+	src := `
+name = "hedging"
+seed = 1
+[mount]
+mirrors = ["a", "b"]
+[[device]]
+name = "a"
+bandwidth = "2000MiB"
+latency = "100us"
+[[device.slow]]
+at = "1s"
+until = "2s"
+factor = 1000.0
+[[device]]
+name = "b"
+bandwidth = "2000MiB"
+latency = "100us"
+[[group]]
+name = "g"
+[[job]]
+name = "r"
+group = "g"
+rw = "randread"
+bs = "4k"
+size = "1GiB"
+runtime = "3s"
+time-based = true
+numjobs = 2
+direct = true
+`
+	for _, tc := range []struct {
+		policy string
+		hedged bool
+	}{{"adaptive", true}, {"latency", false}} {
+		sc, err := Parse("hedging.toml", src+"\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Mount.ReadPolicy = tc.policy
+		res, err := Run(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst := res.Jobs[0].Clat.Max
+		t.Logf("%s: max clat %.1f ms", tc.policy, float64(worst)/1e6)
+		if tc.hedged && worst > 10e6 {
+			t.Errorf("%s: a read waited %.1f ms: it was not hedged", tc.policy, float64(worst)/1e6)
+		}
+		if !tc.hedged && worst < 50e6 {
+			t.Errorf("%s: max clat %.1f ms: the slow mirror never held a read (the test shows nothing)", tc.policy, float64(worst)/1e6)
+		}
+	}
+}
