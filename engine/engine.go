@@ -200,13 +200,13 @@ func (e *Engine) Forget(ino uint64) {
 // finished allocates nothing.
 type call struct {
 	req  stack.Request
-	done chan struct{}  // one token when the request has finished
-	work chan *stack.IO // a device read to perform for the request's pages
-	dst  []byte         // a read's buffer, filled under mu as it finishes
-	n    int            // bytes copied into dst
-	data []byte         // a write's data
-	w    WriterAt       // the file a write goes to
-	sync Syncer         // the file a sync flushes
+	done chan struct{} // one token when the request has finished
+	work chan job      // device I/O to perform for the request
+	dst  []byte        // a read's buffer, filled under mu as it finishes
+	n    int           // bytes copied into dst
+	data []byte        // a write's data
+	w    WriterAt      // the file a write goes to
+	sync Syncer        // the file a sync flushes
 }
 
 // getCall returns a call from the engine's pool. (The pool is the
@@ -216,9 +216,25 @@ func (e *Engine) getCall() *call {
 	if c, ok := e.calls.Get().(*call); ok {
 		return c
 	}
-	c := &call{done: make(chan struct{}, 1), work: make(chan *stack.IO, 1)}
+	c := &call{done: make(chan struct{}, 1), work: make(chan job, 1)}
 	c.req.Value = c
 	return c
+}
+
+// job is device I/O handed to the goroutine of the request it serves:
+// a read of pages the request waits for, or pieces of the request's own
+// write, end to end.
+type job struct {
+	read   *stack.IO
+	pieces []*stack.IO
+}
+
+func (e *Engine) do(j job) {
+	if j.read != nil {
+		e.device(j.read)
+	} else {
+		e.write(j.pieces)
+	}
 }
 
 // putCall returns c, whose request has finished and whose token was taken.
@@ -343,8 +359,8 @@ func (e *Engine) wait(ctx context.Context, c *call) error {
 	var poll <-chan time.Time
 	for {
 		select {
-		case io := <-c.work:
-			e.device(io)
+		case j := <-c.work:
+			e.do(j)
 			continue
 		case <-c.done:
 			e.drain(c)
@@ -376,14 +392,14 @@ func (e *Engine) wait(ctx context.Context, c *call) error {
 	}
 }
 
-// drain performs a device read handed to c before its request finished
-// without it (cut at the wait cap, or cancelled): other readers wait for
-// those pages. Work is handed over only while the request is unfinished,
+// drain performs device I/O handed to c before its request finished
+// without it (a read cut at the wait cap, or cancelled: other readers wait
+// for those pages). Work is handed over only while the request is unfinished,
 // so it is in the channel before the token that says it finished.
 func (e *Engine) drain(c *call) {
 	select {
-	case io := <-c.work:
-		e.device(io)
+	case j := <-c.work:
+		e.do(j)
 	default:
 	}
 }
@@ -401,7 +417,7 @@ func (e *Engine) apply(a stack.Actions) {
 			// to start, and one hand-off fewer before the reply.
 			if r := io.Waiter(); r != nil {
 				select {
-				case r.Value.(*call).work <- io:
+				case r.Value.(*call).work <- job{read: io}:
 					i++
 					continue
 				default:
@@ -423,8 +439,14 @@ func (e *Engine) apply(a stack.Actions) {
 				a.Start[j].Off == a.Start[j-1].Off+a.Start[j-1].Len {
 				j++
 			}
-			go e.write(slices.Clone(a.Start[i:j]))
+			pieces := slices.Clone(a.Start[i:j])
 			i = j
+			// The writer waits for them: it writes them itself.
+			select {
+			case io.Request().Value.(*call).work <- job{pieces: pieces}:
+			default:
+				go e.write(pieces)
+			}
 		}
 	}
 	for _, r := range a.Done {
