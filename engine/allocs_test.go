@@ -4,9 +4,6 @@ import (
 	"context"
 	"runtime"
 	"testing"
-
-	"sluice/stack"
-	"sluice/throttle"
 )
 
 // TestReadAllocs: a 4 KiB read under a limit it does not reach allocates
@@ -17,16 +14,8 @@ func TestReadAllocs(t *testing.T) {
 	if raceOn {
 		t.Skip("allocation counts are not kept under the race detector")
 	}
-	opts := Options{Options: stack.DefaultOptions()}
-	opts.CacheBytes = 8 << 20
-	e, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	e.SetLimits("t", throttle.Limits{RIOPS: 1e12})
-	g := e.Group("t")
-	h := &stack.Handle{Ino: 1, File: zeroFile{}}
+	e, g, h := unreached(t)
+	opts := e.Options()
 	dst := make([]byte, 4<<10)
 	ctx := context.Background()
 	off := int64(0)

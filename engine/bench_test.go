@@ -17,6 +17,21 @@ func (zeroFile) ReadAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
+// unreached returns an engine with an 8 MiB cache (steady state, evicting,
+// after a short warm-up), a group under a limit it never reaches, and a
+// handle on a file of zeros.
+func unreached(tb testing.TB) (*Engine, *throttle.Group, *stack.Handle) {
+	opts := Options{Options: stack.DefaultOptions()}
+	opts.CacheBytes = 8 << 20
+	e, err := New(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(e.Close)
+	e.SetLimits("t", throttle.Limits{RIOPS: 1e12})
+	return e, e.Group("t"), &stack.Handle{Ino: 1, File: zeroFile{}}
+}
+
 // BenchmarkRead: one application read of bs bytes in, admitted under a
 // limit it does not reach, its device reads performed and the data copied
 // out, sequentially through a file larger than the cache. A 4 KiB reader
@@ -25,16 +40,8 @@ func (zeroFile) ReadAt(p []byte, off int64) (int, error) {
 func BenchmarkRead(b *testing.B) {
 	for _, bs := range []int{4 << 10, 128 << 10} {
 		b.Run(fmt.Sprint(bs>>10, "KiB"), func(b *testing.B) {
-			opts := Options{Options: stack.DefaultOptions()}
-			opts.CacheBytes = 8 << 20 // steady state, evicting, after a short warm-up
-			e, err := New(opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			e.SetLimits("t", throttle.Limits{RIOPS: 1e12})
-			g := e.Group("t")
-			h := &stack.Handle{Ino: 1, File: zeroFile{}}
+			e, g, h := unreached(b)
+			opts := e.Options()
 			dst := make([]byte, bs)
 			ctx := context.Background()
 			span := 4 * opts.CacheBytes
