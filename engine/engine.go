@@ -353,7 +353,7 @@ func (e *Engine) Sync(h *stack.Handle, g *throttle.Group, w Syncer) error {
 
 // wait blocks until c's request has finished, or ctx is cancelled for a
 // caller that is being killed (EINTR). Meanwhile it performs the device
-// reads handed to it for its pages.
+// I/O handed to it: reads of its pages, pieces of its write.
 func (e *Engine) wait(ctx context.Context, c *call) error {
 	cancel := ctx.Done()
 	var poll <-chan time.Time
@@ -404,9 +404,9 @@ func (e *Engine) drain(c *call) {
 	}
 }
 
-// apply performs a stack's actions, with mu held: it starts device I/O on
-// goroutines of their own, copies finished reads out and wakes their
-// callers, keeps the page buffers the stack let go for the next device
+// apply performs a stack's actions, with mu held: it hands device I/O to
+// the goroutine of a request waiting for it (or starts a goroutine when
+// there is none free), copies finished reads out and wakes their callers, keeps the page buffers the stack let go for the next device
 // reads, arms the timer, and gives the stack its slices back.
 func (e *Engine) apply(a stack.Actions) {
 	for i := 0; i < len(a.Start); {

@@ -71,6 +71,15 @@ func mirrorOpts(dirs []string, mnt, policy string, faults []*backing.Faults) Opt
 
 func ptr[T any](v T) *T { return &v }
 
+// newFaults returns a fault injector per mirror, none injecting yet.
+func newFaults(n int) []*backing.Faults {
+	faults := make([]*backing.Faults, n)
+	for i := range faults {
+		faults[i] = &backing.Faults{}
+	}
+	return faults
+}
+
 // readWholeAs reads path whole as uid id, with O_DIRECT when direct (so each
 // read reaches sluice), returning the bytes and the error.
 func readWholeAs(id int, path string, direct bool) (got []byte, err error) {
@@ -129,10 +138,7 @@ func TestMirrorMount(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("%d mirrors", n), func(t *testing.T) {
 			dirs, mnt, seeds := mirrorSet(t, n)
-			faults := make([]*backing.Faults, n)
-			for i := range faults {
-				faults[i] = &backing.Faults{}
-			}
+			faults := newFaults(n)
 			opts := mirrorOpts(dirs, mnt, "roundrobin", faults)
 			f, unmount := serve(t, opts)
 			defer unmount()
@@ -424,10 +430,7 @@ func TestMirrorResync(t *testing.T) {
 // turns stale.
 func mirrorResync(t *testing.T, n int) {
 	dirs, mnt, _ := mirrorSet(t, n)
-	faults := make([]*backing.Faults, n)
-	for i := range faults {
-		faults[i] = &backing.Faults{}
-	}
+	faults := newFaults(n)
 	opts := mirrorOpts(dirs, mnt, "adaptive", faults)
 	f, unmount := serve(t, opts)
 	defer unmount()

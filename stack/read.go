@@ -286,8 +286,9 @@ func (s *Stack) queueRead(now int64, ino uint64, file any, g *throttle.Group, cl
 // the end of the file; or the I/O failed with err. The stack keeps the
 // slices in its cache until they are evicted, so each should be a separate
 // allocation (a page that outlives its neighbours then pins nothing else)
-// and must not change. A driver that never looks at contents may pass one
-// shared page many times.
+// and must not change until they come back in Actions.Free. A driver that
+// never looks at contents may pass one shared page many times (and must
+// then not reuse what Free returns).
 func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
 	var got int64
 	if err == nil {

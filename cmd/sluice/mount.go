@@ -557,9 +557,9 @@ func (t *target) Reload() (note string, err error) {
 // in read(2) on /dev/fuse, and a goroutine in a system call holds its P.
 // With every P held so, the runtime's monitor takes them back within 20 µs
 // and hands them round with futex wake-ups, which on a virtual machine
-// cost more than the request: a throttled 4 KiB read at 1 MiB/s cost
-// 600-840 µs of sluice's CPU with 2 Ps on 2 cores, and 250-430 µs with 4
-// (bench/speed.sh and the figures in the README).
+// cost more than the request: a throttled 4 KiB read at 1 MiB/s (one fio
+// job, direct mode) cost 600-840 µs of sluice's CPU with 2 Ps on 2 cores,
+// and 250-430 µs with 4.
 func spareProcs() {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
