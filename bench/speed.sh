@@ -17,7 +17,8 @@
 #   sluice unlimited  the uid's group has no limit
 #   sluice unreached  the group has a limit it never reaches (reads:
 #                     riops=10000000, writes: wbps=10GiB), --cache-mode auto
-# and, for r4k, the unreached limit served with --cache-mode direct.
+# and, for r4k, the unreached limit served with --cache-mode direct; for
+# w4k and w1m, both groups again with --write-cache.
 # Workloads:
 #   r4k r64k r1m   sequential buffered reads of 4 KiB, 64 KiB, 1 MiB
 #   rr4k rr4k4     4 KiB random reads, direct=1, QD1, 1 and 4 jobs
@@ -168,6 +169,12 @@ for cs in $CASES; do
 		log "$cs: sluice, $unreached, --cache-mode direct"
 		through_sluice "$cs" "sluice unreached, direct" - --limit "$unreached" --cache-mode direct
 	fi
+	if [[ $cs == w* ]]; then
+		log "$cs: sluice, unlimited, --write-cache"
+		through_sluice "$cs" "sluice unlimited, write cache" - --write-cache
+		log "$cs: sluice, $unreached, --write-cache"
+		through_sluice "$cs" "sluice unreached, write cache" - --limit "$unreached" --write-cache
+	fi
 done
 
 for L in $LIMITS; do
@@ -191,8 +198,8 @@ print_table "$WORK/table"
 cat <<'EOF'
 
 targets: a limited group below its limit >= 0.8x the unlimited group in
-every case; unlimited 4k buffered writes >= 0.5x native; unlimited 1 MiB
-sequential reads >= 0.8x native; achieved/limit 0.99-1.01 at 50, 100 and
-200 MiB/s with clat max <= 20 ms. --cache-mode auto picks kernel from
-32 MiB/s (and 512 IOPS) up, direct below.
+every case; unlimited 4k buffered writes >= 0.5x native (--write-cache);
+unlimited 1 MiB sequential reads >= 0.8x native; achieved/limit
+0.99-1.01 at 50, 100 and 200 MiB/s with clat max <= 20 ms. --cache-mode
+auto picks kernel from 32 MiB/s (and 512 IOPS) up, direct below.
 EOF

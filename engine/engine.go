@@ -118,6 +118,17 @@ func (e *Engine) Group(path string) *throttle.Group {
 // ReadLimits returns the tightest read limits on g's path: bytes and
 // I/Os per second, 0 where no level limits them.
 func (e *Engine) ReadLimits(g *throttle.Group) (bps, iops int64) {
+	return e.pathLimits(g, func(l throttle.Limits) (int64, int64) { return l.RBPS, l.RIOPS })
+}
+
+// WriteLimits is ReadLimits for writes.
+func (e *Engine) WriteLimits(g *throttle.Group) (bps, iops int64) {
+	return e.pathLimits(g, func(l throttle.Limits) (int64, int64) { return l.WBPS, l.WIOPS })
+}
+
+// pathLimits returns the tightest pair of limits of (bytes, I/Os) that
+// of picks from each level on g's path.
+func (e *Engine) pathLimits(g *throttle.Group, of func(throttle.Limits) (int64, int64)) (bps, iops int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	tight := func(cur, v int64) int64 {
@@ -127,8 +138,8 @@ func (e *Engine) ReadLimits(g *throttle.Group) (bps, iops int64) {
 		return v
 	}
 	for x := g; x != nil; x = x.Parent() {
-		l := x.Limits()
-		bps, iops = tight(bps, l.RBPS), tight(iops, l.RIOPS)
+		b, i := of(x.Limits())
+		bps, iops = tight(bps, b), tight(iops, i)
 	}
 	return bps, iops
 }

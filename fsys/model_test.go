@@ -82,9 +82,10 @@ func TestModel(t *testing.T) {
 	defer syscall.Umask(old)
 	for _, seed := range seeds {
 		// The limited group's files with direct I/O, then through the
-		// kernel's page cache.
-		for _, mode := range []CacheMode{CacheDirect, CacheKernel} {
-			t.Run(fmt.Sprintf("seed=%d/%s", seed, modelModes[mode]), func(t *testing.T) { runModel(t, seed, *modelOps, mode) })
+		// kernel's page cache; then root's writes through the write cache
+		// too (and the limited group's writable opens with direct I/O).
+		for _, mode := range modelModes {
+			t.Run(fmt.Sprintf("seed=%d/%s", seed, mode.name), func(t *testing.T) { runModel(t, seed, *modelOps, mode) })
 		}
 	}
 }
@@ -175,11 +176,18 @@ type modelState struct {
 	memfd     int            // holds the bytes of an mmap-write; -1 until the first
 }
 
-var modelModes = map[CacheMode]string{CacheDirect: "direct", CacheKernel: "kernel"}
+// modelMode is how a model run mounts.
+type modelMode struct {
+	name       string
+	cache      CacheMode
+	writeCache bool
+}
 
-func runModel(t *testing.T, seed uint64, ops int, mode CacheMode) {
+var modelModes = []modelMode{{"direct", CacheDirect, false}, {"kernel", CacheKernel, false}, {"kernel+write-cache", CacheKernel, true}}
+
+func runModel(t *testing.T, seed uint64, ops int, mode modelMode) {
 	rules := []group.Rule{{Group: "slow", UID: new(uint32(modelUID))}}
-	src, mnt, _ := mount(t, Options{AllowOther: true, Rules: rules, MaxOpen: *modelMaxOpen, CacheMode: mode,
+	src, mnt, _ := mount(t, Options{AllowOther: true, Rules: rules, MaxOpen: *modelMaxOpen, CacheMode: mode.cache, WriteCache: mode.writeCache,
 		Limits: []group.LimitSpec{limit(t, "slow rbps=64MiB wbps=64MiB")}})
 	ref := t.TempDir()
 	os.Chmod(filepath.Dir(ref), 0o755)

@@ -114,7 +114,7 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 		}
 	}
 	switch {
-	case g.Limited() && f.kernelCache(g):
+	case g.Limited() && f.kernelCache(g) && !f.cachedWritesPaced(g, flags):
 		// Served through the kernel's page cache: the reads it sends
 		// are charged and paced, then spliced from the backing file.
 	case g.Limited():
@@ -138,6 +138,31 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	h.sh.Whole = !h.direct
 	out.Fh = f.files.add(h)
 	return nil
+}
+
+// backingFlags are the flags of the backing open for a FUSE open with
+// flags. With the write cache the kernel reads the pages a write() fills
+// in part through whichever handle writes, so a write-only open opens
+// the backing file for reading too (the caller cannot read(2) it: the
+// kernel checks its own open's mode).
+func (f *FS) backingFlags(flags uint32) uint32 {
+	if f.opts.WriteCache && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+		return flags&^syscall.O_ACCMODE | syscall.O_RDWR
+	}
+	return flags
+}
+
+// cachedWritesPaced reports whether an open with flags by the limited
+// group g must be served with direct I/O even where the kernel's page
+// cache could serve its reads: with the write cache, the kernel's cache
+// would take its write()s unpaced, so a group with a write limit writes
+// through direct I/O, paced at write().
+func (f *FS) cachedWritesPaced(g *throttle.Group, flags uint32) bool {
+	if !f.opts.WriteCache || flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		return false
+	}
+	bps, iops := f.eng.WriteLimits(g)
+	return bps != 0 || iops != 0
 }
 
 // kernelCache reports whether files opened by the limited group g are

@@ -2,6 +2,7 @@ package fsys
 
 import (
 	"bytes"
+	"errors"
 	"syscall"
 	"time"
 
@@ -188,7 +189,12 @@ func (r *raw) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
 }
 
 func (r *raw) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	e, file, err := r.f.tree.Create(r.f.cred(&in.InHeader, in.Umask), backing.ID(in.NodeId), name, in.Flags, in.Mode)
+	c := r.f.cred(&in.InHeader, in.Umask)
+	e, file, err := r.f.tree.Create(c, backing.ID(in.NodeId), name, r.f.backingFlags(in.Flags), in.Mode)
+	if errors.Is(err, syscall.EACCES) && r.f.backingFlags(in.Flags) != in.Flags {
+		// An existing file the caller may write but not read.
+		e, file, err = r.f.tree.Create(c, backing.ID(in.NodeId), name, in.Flags, in.Mode)
+	}
 	return r.created(cancel, in, out, e, file, err)
 }
 
@@ -213,7 +219,10 @@ func (r *raw) created(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Creat
 
 func (r *raw) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	id := backing.ID(in.NodeId)
-	file, err := r.f.tree.Open(id, in.Flags)
+	file, err := r.f.tree.Open(id, r.f.backingFlags(in.Flags))
+	if errors.Is(err, syscall.EACCES) && r.f.backingFlags(in.Flags) != in.Flags {
+		file, err = r.f.tree.Open(id, in.Flags)
+	}
 	if err != nil {
 		return st(err)
 	}

@@ -59,6 +59,7 @@ allow-other = true
 max-open = 64
 cache-mode = "kernel"
 map-dirty = "8MiB"
+write-cache = true
 passthrough = true
 debug = true
 
@@ -88,6 +89,7 @@ match = ["gid=34"]
 		"max-open":         opts.MaxOpen == 64,
 		"cache-mode":       opts.CacheMode == fsys.CacheKernel,
 		"map-dirty":        opts.MapDirty == 8<<20,
+		"write-cache":      opts.WriteCache,
 		"passthrough":      opts.Passthrough,
 		"debug":            opts.Debug,
 		"group rules":      len(opts.Rules) == 3 && opts.Rules[0].Group == "tenants/a" && opts.Rules[2].Group == "backup",

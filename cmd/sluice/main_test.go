@@ -52,7 +52,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"mount", "--max-wait", "soon", dir, dir}, []string{"--max-wait", `"soon"`, "auto"}},
 		{[]string{"mount", "--max-open", "3", dir, dir}, []string{"--max-open 3", "at least 16"}},
 		{[]string{"mount", "--cache-mode", "fast", dir, dir}, []string{"--cache-mode fast: want auto, direct or kernel"}},
-		{[]string{"mount", "--map-dirty", "1k", dir, dir}, []string{"--map-dirty 1k: want a size of at least 4KiB, or kernel"}},
+		{[]string{"mount", "--map-dirty", "1k", dir, dir}, []string{"--map-dirty 1k: want a size of at least 4KiB, auto or kernel"}},
 		{[]string{"mount", "--map-dirty", "much", dir, dir}, []string{"--map-dirty much: want a size"}},
 		{[]string{"mount", "--mirror", dir, "--mirror", dir, dir, dir}, []string{"--mirror and SOURCE " + dir + ": a mirror set is served in place of SOURCE"}},
 		{[]string{"mount", "--mirror", dir, dir}, []string{"--mirror " + dir + ": a mirror set needs --mirror twice or more"}},

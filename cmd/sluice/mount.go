@@ -66,6 +66,13 @@ stale (in ` + "`.sluice-mirror`" + ` in each mirror's root, so a restart keeps i
 stale) and is neither read nor written again; the last healthy one never is.
   --mirror /mnt/nvme/data --mirror /mnt/ssd/data --read-policy adaptive
 
+Each write() reaches sluice as a request of its own. With --write-cache the
+kernel's page cache gathers those of groups without a write limit and sends
+them on in large writes: small writes run near native speed, but a write()
+returns before its data reaches SOURCE (close and fsync wait for it and
+report its errors; sync does not wait), and a file changed on SOURCE behind
+sluice's back keeps its old size through the mount.
+
 Every caller gets through the mount exactly what its uid gets on SOURCE:
 the kernel checks modes and POSIX ACLs, and new files, directories and
 links are created with the caller's uid, gid, groups and umask.
@@ -74,25 +81,26 @@ Flags:
 `
 
 type mountOpts struct {
-	limits    multi
-	groups    multi
-	maxIO     sizeFlag
-	ra        sizeFlag
-	budget    onOff
-	cache     sizeFlag
-	burst     time.Duration
-	maxWait   string
-	allow     bool
-	maxOpen   int
-	mapDirty  string
-	cacheMode string
-	pass      bool
-	debug     bool
-	mirrors   multi
-	policy    string
-	config    string
-	metrics   string
-	logLevel  string
+	limits     multi
+	groups     multi
+	maxIO      sizeFlag
+	ra         sizeFlag
+	budget     onOff
+	cache      sizeFlag
+	burst      time.Duration
+	maxWait    string
+	allow      bool
+	maxOpen    int
+	mapDirty   string
+	writeCache bool
+	cacheMode  string
+	pass       bool
+	debug      bool
+	mirrors    multi
+	policy     string
+	config     string
+	metrics    string
+	logLevel   string
 }
 
 func mountFlags() (*flag.FlagSet, *mountOpts) {
@@ -100,7 +108,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	o := &mountOpts{
 		maxIO: sizeFlag(d.MaxIO), ra: sizeFlag(d.Readahead), budget: onOff(d.ReadaheadBudget),
 		cache: sizeFlag(d.CacheBytes), burst: d.Burst, maxWait: "auto",
-		mapDirty: group.FormatSize(fsys.DefaultMapDirty), cacheMode: "auto",
+		mapDirty: "auto", cacheMode: "auto",
 	}
 	fs := flag.NewFlagSet("mount", flag.ContinueOnError)
 	fs.Var(&o.limits, "limit", "limits of one group: 'GROUP KEY=VALUE...' (repeatable)")
@@ -114,7 +122,8 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
 	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
 	fs.StringVar(&o.cacheMode, "cache-mode", o.cacheMode, fmt.Sprintf("how limited groups' files are served: direct (every read() and write() reaches sluice; its readahead sized to the group's budget), kernel (the kernel's page cache serves what it holds; sluice paces the reads it sends), auto (kernel for groups whose read limits are at least %s and %d IOPS, direct below)", group.FormatSize(fsys.KernelCacheBPS), fsys.KernelCacheIOPS))
-	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, "dirty pages the kernel may keep of files written through shared mappings; a limited group's mmap writer runs ahead of its limit by about this much before it is paced (kernel: the kernel's own bound, 1% of its dirty limit)")
+	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, fmt.Sprintf("dirty pages the kernel may keep of the mount's files (written through shared mappings, and with --write-cache by write()); a limited group's mmap writer runs ahead of its limit by about this much before it is paced (auto: %s, or %s with --write-cache; kernel: the kernel's own bound, 1%% of its dirty limit)", group.FormatSize(fsys.DefaultMapDirty), group.FormatSize(fsys.DefaultWriteCacheDirty)))
+	fs.BoolVar(&o.writeCache, "write-cache", false, "let the kernel's page cache take the write()s of groups with no write limit and send them on in large writes: small writes stop paying a round trip each, but a write() returns before its data reaches SOURCE (close and fsync wait for it and report its errors; sync does not wait), and files changed on SOURCE behind sluice's back keep their old size through the mount")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&o.logLevel, "log-level", "info", "what the log (stderr, as key=value lines) shows: debug (every FUSE request too), info (start, stop, reloads), warn (a mirror turning stale, failures), error")
@@ -460,11 +469,17 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 	default:
 		return opts, usagef("--cache-mode %s: want auto, direct or kernel", o.cacheMode)
 	}
-	if o.mapDirty == "kernel" {
+	opts.WriteCache = o.writeCache
+	switch o.mapDirty {
+	case "auto":
+		opts.MapDirty = 0
+	case "kernel":
 		opts.MapDirty = -1
-	} else if n, err := group.ParseSize(o.mapDirty); err != nil || n < 4096 {
-		return opts, usagef("--map-dirty %s: want a size of at least 4KiB, or kernel", o.mapDirty)
-	} else {
+	default:
+		n, err := group.ParseSize(o.mapDirty)
+		if err != nil || n < 4096 {
+			return opts, usagef("--map-dirty %s: want a size of at least 4KiB, auto or kernel", o.mapDirty)
+		}
 		opts.MapDirty = n
 	}
 	if len(opts.Rules) > 0 && !opts.AllowOther {
@@ -535,6 +550,7 @@ func (t *target) Reload() (note string, err error) {
 		"passthrough":                   cur.Passthrough == next.Passthrough,
 		"max-open":                      cur.MaxOpen == next.MaxOpen,
 		"map-dirty":                     cur.MapDirty == next.MapDirty,
+		"write-cache":                   cur.WriteCache == next.WriteCache,
 		"cache-mode":                    cur.CacheMode == next.CacheMode,
 		"debug":                         cur.Debug == next.Debug,
 	} {

@@ -1,0 +1,199 @@
+package fsys
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"sluice/group"
+)
+
+// writeSmall writes data through path in writes of bs bytes as uid,
+// then closes the file; it returns the first error of a write or of the
+// close.
+func writeSmall(t *testing.T, uid int, path string, data []byte, bs int) (err error) {
+	t.Helper()
+	runAs(uid, func() {
+		f, oerr := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if oerr != nil {
+			err = oerr
+			return
+		}
+		for off := 0; off < len(data) && err == nil; off += bs {
+			_, err = f.Write(data[off:min(off+bs, len(data))])
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+// TestWriteCacheSmallWrites: with the write cache, 4 KiB write()s of a
+// group with no write limit reach sluice as a few large writes, not one
+// round trip each, and the file on SOURCE holds every byte once it is
+// closed. Without it each write() is a request of its own.
+func TestWriteCacheSmallWrites(t *testing.T) {
+	const size, bs = 2 << 20, 4096
+	for _, wc := range []bool{false, true} {
+		t.Run(map[bool]string{false: "off", true: "on"}[wc], func(t *testing.T) {
+			src, mnt, f := mount(t, Options{AllowOther: true, WriteCache: wc})
+			os.Chmod(src, 0o777)
+			data := writeRandom(t, filepath.Join(t.TempDir(), "want"), size, 11)
+			if err := writeSmall(t, 1001, filepath.Join(mnt, "f"), data, bs); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(filepath.Join(src, "f"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameBytes(t, "SOURCE after close", got, data)
+			writes := groupMetrics(t, f, "default").AppWrites
+			t.Logf("%d write() calls of %d bytes reached sluice as %d writes", size/bs, bs, writes)
+			switch {
+			case wc && writes > size/bs/8:
+				t.Errorf("with the write cache %d writes reached sluice for %d write() calls, want at most %d", writes, size/bs, size/bs/8)
+			case !wc && writes < size/bs:
+				t.Errorf("without the write cache %d writes reached sluice for %d write() calls, want one each", writes, size/bs)
+			}
+		})
+	}
+}
+
+// TestWriteCacheWriteOnly: a file its owner may write but not read, written
+// in part through the write cache (the kernel reads the rest of each page
+// it fills in part), ends as the same writes leave a copy on SOURCE, and
+// the owner still cannot read it through the mount.
+func TestWriteCacheWriteOnly(t *testing.T) {
+	src, mnt, _ := mount(t, Options{AllowOther: true, WriteCache: true})
+	orig := writeRandom(t, filepath.Join(src, "w"), 300000, 12)
+	if err := os.WriteFile(filepath.Join(src, "ref"), orig, 0o200); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"w", "ref"} {
+		os.Chmod(filepath.Join(src, p), 0o200)
+		os.Chown(filepath.Join(src, p), 1001, 1001)
+	}
+	edit := func(path string) (err error) {
+		runAs(1001, func() {
+			f, oerr := os.OpenFile(path, os.O_WRONLY, 0)
+			if oerr != nil {
+				err = oerr
+				return
+			}
+			defer func() {
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}()
+			for i, off := range []int64{5000, 10000, 299990, 123456} {
+				if _, err = f.WriteAt(bytes.Repeat([]byte{byte(0xA0 + i)}, 100+i*1000), off); err != nil {
+					return
+				}
+			}
+		})
+		return err
+	}
+	if err := edit(filepath.Join(mnt, "w")); err != nil {
+		t.Fatalf("writing through the mount: %v", err)
+	}
+	if err := edit(filepath.Join(src, "ref")); err != nil {
+		t.Fatalf("writing on SOURCE: %v", err)
+	}
+	got, _ := os.ReadFile(filepath.Join(src, "w"))
+	want, _ := os.ReadFile(filepath.Join(src, "ref"))
+	sameBytes(t, "write-only file written in part through the mount", got, want)
+	var rerr error
+	runAs(1001, func() { _, rerr = os.ReadFile(filepath.Join(mnt, "w")) })
+	if !errors.Is(rerr, syscall.EACCES) {
+		t.Errorf("its owner read the write-only file through the mount: %v, want EACCES", rerr)
+	}
+}
+
+// TestWriteCacheLimitedPaced: with the write cache, a group with a write
+// limit still writes through direct I/O: each write() reaches sluice and
+// waits for its budget, so 4 MiB at wbps=4MiB take about a second.
+func TestWriteCacheLimitedPaced(t *testing.T) {
+	const size, bs = 4 << 20, 64 << 10
+	rules := []group.Rule{{Group: "t", UID: new(uint32(1002))}}
+	src, mnt, f := mount(t, Options{AllowOther: true, WriteCache: true, CacheMode: CacheKernel, Rules: rules,
+		Limits: []group.LimitSpec{limit(t, "t wbps=4MiB")}})
+	os.Chmod(src, 0o777)
+	data := writeRandom(t, filepath.Join(t.TempDir(), "want"), size, 13)
+	start := time.Now()
+	if err := writeSmall(t, 1002, filepath.Join(mnt, "f"), data, bs); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	got, _ := os.ReadFile(filepath.Join(src, "f"))
+	sameBytes(t, "SOURCE after close", got, data)
+	m := groupMetrics(t, f, "t")
+	rate := float64(size) / took.Seconds() / (4 << 20)
+	t.Logf("4 MiB in 64 KiB writes at wbps=4MiB: %v (%.3f of the limit), %d writes reached sluice, throttled %v",
+		took, rate, m.AppWrites, time.Duration(m.WThrottledNs))
+	if m.AppWrites != size/bs {
+		t.Errorf("%d writes reached sluice for %d write() calls, want one each (paced at write())", m.AppWrites, size/bs)
+	}
+	if rate > 1.1 {
+		t.Errorf("the limited writer wrote at %.2f of its limit, want at most 1.1", rate)
+	}
+}
+
+// TestWriteCacheDurable: with the write cache, fsync puts what was written
+// in the backing file before it returns, with the file still open; and a
+// backing file system that fills up fails the writer's fsync or close
+// with ENOSPC, never all of them in silence.
+func TestWriteCacheDurable(t *testing.T) {
+	root := loopFS(t, 8<<20, "-m", "0")
+	os.Chmod(root, 0o777)
+	_, mnt, _ := mount(t, Options{Source: root, AllowOther: true, WriteCache: true})
+	data := writeRandom(t, filepath.Join(t.TempDir(), "want"), 1<<20, 14)
+	var err error
+	var got []byte
+	runAs(1001, func() {
+		var f *os.File
+		if f, err = os.Create(filepath.Join(mnt, "synced")); err != nil {
+			return
+		}
+		defer f.Close()
+		for off := 0; off < len(data) && err == nil; off += 4096 {
+			_, err = f.Write(data[off : off+4096])
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+		got, _ = os.ReadFile(filepath.Join(root, "synced"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBytes(t, "SOURCE after fsync, file still open", got, data)
+
+	var werr, serr, cerr error
+	var written int
+	runAs(1001, func() {
+		f, err := os.Create(filepath.Join(mnt, "fill"))
+		if err != nil {
+			werr = err
+			return
+		}
+		buf := make([]byte, 64<<10)
+		for written < 16<<20 {
+			var n int
+			if n, werr = f.Write(buf); werr != nil {
+				break
+			}
+			written += n
+		}
+		serr = f.Sync()
+		cerr = f.Close()
+	})
+	t.Logf("16 MiB into 8 MiB through the write cache: %d bytes taken by write(), then write %v, fsync %v, close %v", written, werr, serr, cerr)
+	if !errors.Is(werr, syscall.ENOSPC) && !errors.Is(serr, syscall.ENOSPC) {
+		t.Errorf("neither write() nor fsync reported ENOSPC on a full backing file system (close: %v)", cerr)
+	}
+}
