@@ -176,19 +176,26 @@ type modelState struct {
 	memfd     int            // holds the bytes of an mmap-write; -1 until the first
 }
 
-// modelMode is how a model run mounts.
+// modelMode is how a model run mounts, and the limited group's limits.
 type modelMode struct {
 	name       string
 	cache      CacheMode
 	writeCache bool
+	limits     string
 }
 
-var modelModes = []modelMode{{"direct", CacheDirect, false}, {"kernel", CacheKernel, false}, {"kernel+write-cache", CacheKernel, true}}
+// With the write cache the limited group has no write limit, so that its
+// writes, as a user other than root, go through the cache too.
+var modelModes = []modelMode{
+	{"direct", CacheDirect, false, "slow rbps=64MiB wbps=64MiB"},
+	{"kernel", CacheKernel, false, "slow rbps=64MiB wbps=64MiB"},
+	{"kernel+write-cache", CacheKernel, true, "slow rbps=64MiB"},
+}
 
 func runModel(t *testing.T, seed uint64, ops int, mode modelMode) {
 	rules := []group.Rule{{Group: "slow", UID: new(uint32(modelUID))}}
 	src, mnt, _ := mount(t, Options{AllowOther: true, Rules: rules, MaxOpen: *modelMaxOpen, CacheMode: mode.cache, WriteCache: mode.writeCache,
-		Limits: []group.LimitSpec{limit(t, "slow rbps=64MiB wbps=64MiB")}})
+		Limits: []group.LimitSpec{limit(t, mode.limits)}})
 	ref := t.TempDir()
 	os.Chmod(filepath.Dir(ref), 0o755)
 	m := &modelState{t: t, seed: seed, r: rand.New(rand.NewPCG(seed, 0x5eed)), root: [2]string{mnt, ref}, src: src,

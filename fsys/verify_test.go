@@ -25,14 +25,21 @@ var fioEngines = map[string][]string{
 // of another, as a member of a limited group and as an unlimited user;
 // fio fails on the first mismatch. Every file is then verified again
 // through a new mount of the same source, after the first was unmounted.
+// All of it runs without and with the write cache.
 func TestFioVerify(t *testing.T) {
 	needFUSE(t)
 	if _, err := exec.LookPath("fio"); err != nil {
 		t.Skip("skipping: fio is not installed")
 	}
+	for _, wc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("write-cache=%v", wc), func(t *testing.T) { fioVerify(t, wc) })
+	}
+}
+
+func fioVerify(t *testing.T, writeCache bool) {
 	_, src, mnt := mountDirs(t)
 	os.Chmod(src, 0o777)
-	opts := Options{Source: src, Mountpoint: mnt, AllowOther: true,
+	opts := Options{Source: src, Mountpoint: mnt, AllowOther: true, WriteCache: writeCache,
 		Rules:  []group.Rule{{Group: "lim", UID: new(uint32(1001))}},
 		Limits: []group.LimitSpec{limit(t, "lim rbps=128MiB wbps=128MiB")}}
 	opts.Options.Options = stack.DefaultOptions()
