@@ -59,7 +59,7 @@ func (f *File) ReadAtFor(pid int, p []byte, off int64) (int, error) {
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	if f.set != nil {
 		n := len(p)
-		err := f.set.each(func(f *File) error {
+		err := f.set.each(dataChange, func(f *File) error {
 			m, err := f.WriteAt(p, off)
 			if err != nil {
 				n = min(n, m)
@@ -111,7 +111,7 @@ func (f *File) Stat() (syscall.Stat_t, error) {
 // Sync flushes the file to stable storage (fdatasync when dataOnly).
 func (f *File) Sync(dataOnly bool) error {
 	if f.set != nil {
-		return f.set.each(func(f *File) error { return f.Sync(dataOnly) })
+		return f.set.each(noChange, func(f *File) error { return f.Sync(dataOnly) })
 	}
 	if f.faults != nil {
 		if err := f.faults.write(); err != nil {
@@ -129,7 +129,7 @@ func (f *File) Sync(dataOnly bool) error {
 // SYNC_FILE_RANGE_WRITE).
 func (f *File) StartWriteback(off, n int64) error {
 	if f.set != nil {
-		return f.set.each(func(f *File) error { return f.StartWriteback(off, n) })
+		return f.set.each(noChange, func(f *File) error { return f.StartWriteback(off, n) })
 	}
 	return unix.SyncFileRange(f.fd, off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
@@ -139,7 +139,7 @@ func (f *File) StartWriteback(off, n int64) error {
 // writes back on close, for instance), and the file stays open.
 func (f *File) Flush() error {
 	if f.set != nil {
-		return f.set.each((*File).Flush)
+		return f.set.each(noChange, (*File).Flush)
 	}
 	nfd, err := unix.Dup(f.fd)
 	if err != nil {
@@ -151,7 +151,7 @@ func (f *File) Flush() error {
 // Allocate is fallocate(2).
 func (f *File) Allocate(mode uint32, off, n int64) error {
 	if f.set != nil {
-		return f.set.each(func(f *File) error { return f.Allocate(mode, off, n) })
+		return f.set.each(dataChange, func(f *File) error { return f.Allocate(mode, off, n) })
 	}
 	return unix.Fallocate(f.fd, mode, off, n)
 }

@@ -495,7 +495,7 @@ func killSuidgid(fd int) error {
 // without CAP_FSETID does.
 func (f *File) KillSuidgid() error {
 	if f.set != nil {
-		return f.set.each((*File).KillSuidgid)
+		return f.set.each(metaChange, (*File).KillSuidgid)
 	}
 	return killSuidgid(f.fd)
 }

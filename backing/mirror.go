@@ -98,11 +98,83 @@ type Mirror struct {
 	objs       map[ID]*mobj
 	keys       []map[ID]ID // per mirror: its object's ID -> the set's ID
 	nextID     ID
+
+	// While a resync runs, what the set changed since it began, for its
+	// last pass: objects changed (directories whose entries changed among
+	// them), and whether a hard link was made (the last pass then walks
+	// the whole tree, where it can see every name of a file).
+	tracking bool
+	tracked  map[*mobj]*change
+	linked   bool
+	trackSrc int // the mirror the resync copies from
+	lastPass int // objects the last resync's last pass compared
+	// betweenPasses, for tests, runs between a resync's passes.
+	betweenPasses func()
 }
 
 type mobj struct {
 	sub  []ID // per mirror; 0 where the object was not found or not made
 	refs uint64
+}
+
+// changeKind is what an operation changes of an object, for a resync.
+type changeKind int
+
+const (
+	noChange   changeKind = iota
+	metaChange            // attributes, extended attributes, entries of a directory
+	dataChange            // a regular file's content
+)
+
+// change is an object changed during a resync.
+type change struct {
+	kind      changeKind
+	forgotten bool   // the set forgot the object: path is where it was then
+	path      string // from the root of the resync's source, "" when unnamed
+}
+
+// pathOf is where o is in mirror src, from its root ("/a/b"; "/" for the
+// root), or "" when it has no name there.
+func (m *Mirror) pathOf(src int, o *mobj) string {
+	l, ok := m.trees[src].(*Local)
+	if !ok || o.sub[src] == 0 {
+		return ""
+	}
+	root, err := l.path(RootID)
+	if err != nil {
+		return ""
+	}
+	p, err := l.path(o.sub[src])
+	if err != nil {
+		return ""
+	}
+	if p == root {
+		return "/"
+	}
+	rel, ok := strings.CutPrefix(p, strings.TrimSuffix(root, "/")+"/")
+	if !ok {
+		return ""
+	}
+	return "/" + rel
+}
+
+// touch records that o changed (kind) during a resync. Called with wmu
+// held shared, so a resync's last pass (wmu held exclusively) sees it.
+func (m *Mirror) touch(o *mobj, kind changeKind) {
+	if kind == noChange {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.tracking {
+		return
+	}
+	c := m.tracked[o]
+	if c == nil {
+		c = &change{}
+		m.tracked[o] = c
+	}
+	c.kind = max(c.kind, kind)
 }
 
 var _ Tree = (*Mirror)(nil)
@@ -467,18 +539,19 @@ func (m *Mirror) Lookup(parent ID, name string) (Entry, error) {
 	if hidden(parent, name) {
 		return Entry{}, syscall.ENOENT
 	}
-	return m.entry(parent, func(i int, t Tree, p ID) (Entry, error) { return t.Lookup(p, name) })
+	return m.entry(parent, noChange, func(i int, t Tree, p ID) (Entry, error) { return t.Lookup(p, name) })
 }
 
 // entry runs an operation that yields an entry on every healthy mirror
-// holding parent.
-func (m *Mirror) entry(parent ID, op func(i int, t Tree, p ID) (Entry, error)) (Entry, error) {
+// holding parent, which it changes as kind says.
+func (m *Mirror) entry(parent ID, kind changeKind, op func(i int, t Tree, p ID) (Entry, error)) (Entry, error) {
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
 	o, err := m.obj(parent)
 	if err != nil {
 		return Entry{}, err
 	}
+	m.touch(o, kind)
 	ents := make([]Entry, len(m.dirs))
 	ok, err := m.fan(o, func(i int, p ID) (err error) {
 		ents[i], err = op(i, m.trees[i], p)
@@ -513,7 +586,13 @@ func (m *Mirror) Forget(id ID, n uint64) bool {
 			delete(m.keys[i], s)
 		}
 	}
+	c := m.tracked[o]
+	src := m.trackSrc
 	m.mu.Unlock()
+	if c != nil {
+		// The last pass must find it by name: where it is now.
+		c.path, c.forgotten = m.pathOf(src, o), true
+	}
 	for i, s := range o.sub {
 		if s != 0 {
 			m.trees[i].Forget(s, 1)
@@ -554,6 +633,7 @@ func (m *Mirror) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
 	if err != nil {
 		return syscall.Stat_t{}, err
 	}
+	m.touch(o, map[bool]changeKind{false: metaChange, true: dataChange}[set.Size != nil])
 	sts := make([]syscall.Stat_t, len(m.dirs))
 	ok, err := m.fan(o, func(i int, sub ID) (err error) {
 		var sf *File
@@ -580,21 +660,21 @@ func (m *Mirror) Mknod(c *Cred, parent ID, name string, mode, dev uint32) (Entry
 	if hidden(parent, name) {
 		return Entry{}, syscall.EPERM
 	}
-	return m.entry(parent, func(_ int, t Tree, p ID) (Entry, error) { return t.Mknod(c, p, name, mode, dev) })
+	return m.entry(parent, metaChange, func(_ int, t Tree, p ID) (Entry, error) { return t.Mknod(c, p, name, mode, dev) })
 }
 
 func (m *Mirror) Mkdir(c *Cred, parent ID, name string, mode uint32) (Entry, error) {
 	if hidden(parent, name) {
 		return Entry{}, syscall.EPERM
 	}
-	return m.entry(parent, func(_ int, t Tree, p ID) (Entry, error) { return t.Mkdir(c, p, name, mode) })
+	return m.entry(parent, metaChange, func(_ int, t Tree, p ID) (Entry, error) { return t.Mkdir(c, p, name, mode) })
 }
 
 func (m *Mirror) Symlink(c *Cred, parent ID, name, target string) (Entry, error) {
 	if hidden(parent, name) {
 		return Entry{}, syscall.EPERM
 	}
-	return m.entry(parent, func(_ int, t Tree, p ID) (Entry, error) { return t.Symlink(c, p, name, target) })
+	return m.entry(parent, metaChange, func(_ int, t Tree, p ID) (Entry, error) { return t.Symlink(c, p, name, target) })
 }
 
 func (m *Mirror) Link(c *Cred, id, parent ID, name string) (Entry, error) {
@@ -607,7 +687,12 @@ func (m *Mirror) Link(c *Cred, id, parent ID, name string) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	return m.entry(parent, func(i int, t Tree, p ID) (Entry, error) {
+	m.mu.Lock()
+	if m.tracking {
+		m.linked = true
+	}
+	m.mu.Unlock()
+	return m.entry(parent, metaChange, func(i int, t Tree, p ID) (Entry, error) {
 		if o.sub[i] == 0 {
 			return Entry{}, syscall.ENOENT
 		}
@@ -623,6 +708,7 @@ func (m *Mirror) change(parent ID, op func(t Tree, p ID) error) error {
 	if err != nil {
 		return err
 	}
+	m.touch(o, metaChange)
 	_, err = m.fan(o, func(i int, p ID) error { return op(m.trees[i], p) })
 	return err
 }
@@ -655,6 +741,8 @@ func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, fl
 	if err != nil {
 		return err
 	}
+	m.touch(o, metaChange)
+	m.touch(np, metaChange)
 	_, err = m.fan(o, func(i int, p ID) error {
 		if np.sub[i] == 0 {
 			return syscall.ENOENT
@@ -698,6 +786,7 @@ func (m *Mirror) create(parent ID, flags uint32, op func(t Tree, p ID) (Entry, *
 	if err != nil {
 		return Entry{}, nil, err
 	}
+	m.touch(o, metaChange)
 	ents := make([]Entry, len(m.dirs))
 	files := make([]*File, len(m.dirs))
 	ok, err := m.fan(o, func(i int, p ID) (err error) {
@@ -720,6 +809,9 @@ func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
 	o, err := m.obj(id)
 	if err != nil {
 		return nil, err
+	}
+	if flags&syscall.O_TRUNC != 0 {
+		m.touch(o, dataChange)
 	}
 	files := make([]*File, len(m.dirs))
 	ok, err := m.fan(o, func(i int, sub ID) (err error) {
@@ -834,12 +926,13 @@ func (m *Mirror) decay(i int, now, d int64) {
 	m.sample[i] = now
 }
 
-// each runs op on every healthy mirror's file and sorts out the outcome
-// as fan does.
-func (s *fileSet) each(op func(f *File) error) error {
+// each runs op, which changes the file as kind says, on every healthy
+// mirror's file and sorts out the outcome as fan does.
+func (s *fileSet) each(kind changeKind, op func(f *File) error) error {
 	m := s.m
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
+	m.touch(s.obj, kind)
 	m.mu.Lock()
 	var on []int
 	for _, i := range m.live {

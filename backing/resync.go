@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -74,12 +76,18 @@ func (m *Mirror) beginResync() ([]int, error) {
 }
 
 func (m *Mirror) resync(targets []int, rate int64) (err error) {
+	// Record every change of the set from here on, for the last pass: no
+	// change is under way while tracking begins.
+	m.wmu.Lock()
 	m.mu.Lock()
 	src := m.live[0]
+	m.tracking, m.tracked, m.linked, m.trackSrc = true, map[*mobj]*change{}, false, src
 	m.mu.Unlock()
+	m.wmu.Unlock()
 	defer func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		m.tracking, m.tracked = false, nil
 		m.resyncing = false
 		for _, i := range targets {
 			m.copying[i] = false
@@ -92,7 +100,7 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	}()
 	p := &pacer{rate: rate, start: time.Now()}
 	for _, i := range targets {
-		if err := m.copyTree(src, i, p); err != nil {
+		if err := m.copyTree(src, i, p, nil); err != nil {
 			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
 		}
 	}
@@ -101,11 +109,34 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	p.rate = 0
+	p.entries = 0
+	if m.betweenPasses != nil {
+		m.wmu.Unlock()
+		m.betweenPasses()
+		m.wmu.Lock()
+	}
+	changes, whole := m.changes(src)
+	written := map[string]bool{} // files written: copied whatever their size and time
+	for _, ch := range changes {
+		if ch.kind == dataChange {
+			written[ch.path] = true
+		}
+	}
 	for _, i := range targets {
-		if err := m.copyTree(src, i, p); err != nil {
+		err := errWholeTree
+		if !whole {
+			err = m.copyChanges(src, i, p, changes)
+		}
+		if err == errWholeTree {
+			err = m.copyTree(src, i, p, written)
+		}
+		if err != nil {
 			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
 		}
 	}
+	m.mu.Lock()
+	m.lastPass = p.entries
+	m.mu.Unlock()
 	for _, i := range targets {
 		if err := m.revive(src, i); err != nil {
 			return fmt.Errorf("resync of %s: %v", m.dirs[i], err)
@@ -114,11 +145,128 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	return nil
 }
 
-// pacer bounds the copy rate.
+// errWholeTree says the last pass must walk the whole tree: what changed
+// cannot be copied object by object.
+var errWholeTree = errors.New("the whole tree must be compared")
+
+// pathChange is a change of the set during a resync, by path.
+type pathChange struct {
+	path string // from the root: "/" or "/a/b"
+	kind changeKind
+}
+
+// changes lists the objects the set changed since the resync began, by
+// their paths in mirror src, parents before children; whole says a hard
+// link was made (the last pass then walks the whole tree). Called with
+// the set's changes held off.
+func (m *Mirror) changes(src int) (out []pathChange, whole bool) {
+	m.mu.Lock()
+	whole = m.linked
+	held := map[*mobj]*change{}
+	for o, c := range m.tracked {
+		if c.forgotten {
+			if c.path != "" {
+				out = append(out, pathChange{c.path, c.kind})
+			}
+			continue
+		}
+		held[o] = c
+	}
+	m.mu.Unlock()
+	for o, c := range held {
+		// An object with no name (removed) needs nothing: the change
+		// of its parent's entries removes it.
+		if p := m.pathOf(src, o); p != "" {
+			out = append(out, pathChange{p, c.kind})
+		}
+	}
+	depth := func(p string) int {
+		if p == "/" {
+			return 0
+		}
+		return strings.Count(p, "/")
+	}
+	slices.SortFunc(out, func(a, b pathChange) int {
+		if d := depth(a.path) - depth(b.path); d != 0 {
+			return d
+		}
+		return strings.Compare(a.path, b.path)
+	})
+	return out, whole
+}
+
+// copyChanges makes what changed in mirror src since the resync began
+// equal in mirror dst: the entries of each changed directory (a
+// subdirectory whose modification time differs is compared in turn, a
+// new one copied whole), each changed object's attributes, and the
+// content of each file written. It returns errWholeTree when dst lacks a
+// directory that the changes assume.
+func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange) error {
+	sroot, err := unix.Open(m.dirs[src], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(sroot)
+	droot, err := unix.Open(m.dirs[dst], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(droot)
+	c := &copier{m: m, dst: dst, p: p, links: map[devIno]string{}, rootD: droot, pruned: true,
+		compared: map[string]bool{}}
+	for _, ch := range changes {
+		if ch.path == "/" {
+			c.compared[""] = true
+			if err := c.dir(sroot, droot, "", true); err != nil {
+				return err
+			}
+			continue
+		}
+		parent, name := path.Split(ch.path)
+		sp, err := openBeneath(sroot, parent)
+		if errors.Is(err, syscall.ENOENT) {
+			continue // gone since: the change of its parent's entries removes it
+		}
+		if err != nil {
+			return err
+		}
+		dp, err := openBeneath(droot, parent)
+		if err != nil {
+			unix.Close(sp)
+			if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
+				return errWholeTree
+			}
+			return err
+		}
+		c.force = ch.kind == dataChange
+		c.inside = true // a changed directory: its own entries are compared
+		err = c.entry(sp, dp, name, ch.path)
+		c.force, c.inside = false, false
+		unix.Close(sp)
+		unix.Close(dp)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openBeneath opens directory rel under root, through no symlink.
+func openBeneath(root int, rel string) (int, error) {
+	rel = strings.Trim(rel, "/")
+	if rel == "" {
+		rel = "."
+	}
+	return unix.Openat2(root, rel, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH})
+}
+
+// pacer bounds the copy rate, and counts the objects compared.
 type pacer struct {
-	rate   int64
-	start  time.Time
-	copied int64
+	rate    int64
+	start   time.Time
+	copied  int64
+	entries int
 }
 
 func (p *pacer) pay(n int64) {
@@ -134,7 +282,7 @@ func (p *pacer) pay(n int64) {
 
 // copyTree makes mirror dst's tree equal to mirror src's, walking both by
 // descriptor (never through a symlink).
-func (m *Mirror) copyTree(src, dst int, p *pacer) error {
+func (m *Mirror) copyTree(src, dst int, p *pacer, written map[string]bool) error {
 	sfd, err := unix.Open(m.dirs[src], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -145,7 +293,7 @@ func (m *Mirror) copyTree(src, dst int, p *pacer) error {
 		return err
 	}
 	defer unix.Close(dfd)
-	c := &copier{m: m, dst: dst, p: p, links: map[devIno]string{}, rootD: dfd}
+	c := &copier{m: m, dst: dst, p: p, links: map[devIno]string{}, rootD: dfd, written: written}
 	return c.dir(sfd, dfd, "", true)
 }
 
@@ -155,6 +303,13 @@ type copier struct {
 	p     *pacer
 	links map[devIno]string // source file with several links -> its first path in dst
 	rootD int
+	// pruned: a resync's last pass, which compares a directory present
+	// in both mirrors only when it changed (see copyChanges); then inside
+	// says the next entry is a changed object, and force that it is a
+	// file whose content changed (copied whatever its size and time).
+	pruned, inside, force bool
+	compared              map[string]bool // directories whose entries the pruned pass compared
+	written               map[string]bool // files to copy whatever their size and time, by path
 }
 
 func names(fd int) ([]string, error) {
@@ -205,6 +360,7 @@ func lstatAt(fd int, name string) (st unix.Stat_t, err error) {
 
 // entry makes name in dfd equal to name in sfd.
 func (c *copier) entry(sfd, dfd int, name, rel string) error {
+	c.p.entries++
 	st, err := lstatAt(sfd, name)
 	if errors.Is(err, syscall.ENOENT) {
 		return nil // removed meanwhile: the next pass sees it gone
@@ -224,12 +380,22 @@ func (c *copier) entry(sfd, dfd int, name, rel string) error {
 		return derr
 	}
 	missing := derr != nil
+	inside, force := c.inside, c.force || c.written[rel]
+	c.inside, c.force = false, false
 	switch typ {
 	case syscall.S_IFDIR:
 		if missing {
 			if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
 				return err
 			}
+		} else if c.pruned && (c.compared[rel] || !inside && dt.Mtim == st.Mtim) {
+			// Compared already; or its entries are as dst has them, or
+			// it changed through the set and is compared as a change of
+			// its own.
+			return nil
+		}
+		if c.pruned {
+			c.compared[rel] = true
 		}
 		s, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -261,6 +427,10 @@ func (c *copier) entry(sfd, dfd int, name, rel string) error {
 			}
 			c.links[key] = rel
 		}
+		if c.pruned && st.Nlink > 1 && (missing || force || dt.Size != st.Size || dt.Mtim != st.Mtim) {
+			// Its other names may be anywhere in the tree.
+			return errWholeTree
+		}
 		if !missing && dt.Nlink > 1 {
 			// Linked elsewhere in dst where the source is not: a file of
 			// its own.
@@ -269,7 +439,7 @@ func (c *copier) entry(sfd, dfd int, name, rel string) error {
 			}
 			missing = true
 		}
-		return c.file(sfd, dfd, name, &st, missing || dt.Size != st.Size || dt.Mtim != st.Mtim)
+		return c.file(sfd, dfd, name, &st, missing || force || dt.Size != st.Size || dt.Mtim != st.Mtim)
 	case syscall.S_IFLNK:
 		target, err := readlinkAt(sfd, name)
 		if err != nil {

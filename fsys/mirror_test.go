@@ -416,7 +416,8 @@ func sameTrees(t *testing.T, a, b string) {
 }
 
 // TestMirrorResync: a mirror turned stale misses changes of every kind;
-// resync, with a writer busy and a file held open throughout, makes it
+// resync, with a writer busy (writing, and making, renaming and removing
+// files) and a file held open throughout, makes it
 // equal again and returns it to service: later writes, through the file
 // held open too, reach it, and a restart finds it healthy.
 func TestMirrorResync(t *testing.T) {
@@ -491,6 +492,17 @@ func mirrorResync(t *testing.T, n int) {
 				chunk[0]++
 				if _, err = w.WriteAt(chunk, off); err != nil {
 					return
+				}
+				// Names made, renamed and removed meanwhile too.
+				if k := int(chunk[0]); k%16 == 0 {
+					tmp := filepath.Join(pub, fmt.Sprint("churn-", k))
+					if err = os.WriteFile(tmp, chunk[:k+1], 0o644); err != nil {
+						return
+					}
+					if err = os.Rename(tmp, filepath.Join(pub, fmt.Sprint("churned-", k))); err != nil {
+						return
+					}
+					os.Remove(filepath.Join(pub, fmt.Sprint("churned-", (k+256-32)%256)))
 				}
 			}
 		})
