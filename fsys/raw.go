@@ -199,7 +199,7 @@ func (r *raw) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out
 }
 
 func (r *raw) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	e, file, err := r.f.tree.Tmpfile(r.f.cred(&in.InHeader, in.Umask), backing.ID(in.NodeId), in.Flags, in.Mode)
+	e, file, err := r.f.tree.Tmpfile(r.f.cred(&in.InHeader, in.Umask), backing.ID(in.NodeId), r.f.backingFlags(in.Flags), in.Mode)
 	return r.created(cancel, in, out, e, file, err)
 }
 
