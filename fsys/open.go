@@ -136,6 +136,7 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	// Without FOPEN_DIRECT_IO the kernel takes a short read for the end
 	// of the file: a request that reaches the wait cap goes whole.
 	h.sh.Whole = !h.direct
+	h.splice = flags&syscall.O_DIRECT == 0 && !file.Mirrored()
 	out.Fh = f.files.add(h)
 	return nil
 }
