@@ -202,15 +202,11 @@ func (m *Mirror) changes(src int) (out []pathChange, whole bool) {
 // content of each file written. It returns errWholeTree when dst lacks a
 // directory that the changes assume.
 func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange) error {
-	sroot, err := unix.Open(m.dirs[src], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	sroot, droot, err := m.openRoots(src, dst)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(sroot)
-	droot, err := unix.Open(m.dirs[dst], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
 	defer unix.Close(droot)
 	c := &copier{m: m, dst: dst, p: p, links: map[devIno]string{}, rootD: droot, pruned: true,
 		compared: map[string]bool{}}
@@ -251,6 +247,18 @@ func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange) error
 	return nil
 }
 
+// openRoots opens the root directories of mirrors src and dst.
+func (m *Mirror) openRoots(src, dst int) (sfd, dfd int, err error) {
+	if sfd, err = unix.Open(m.dirs[src], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		return -1, -1, err
+	}
+	if dfd, err = unix.Open(m.dirs[dst], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		unix.Close(sfd)
+		return -1, -1, err
+	}
+	return sfd, dfd, nil
+}
+
 // openBeneath opens directory rel under root, through no symlink.
 func openBeneath(root int, rel string) (int, error) {
 	rel = strings.Trim(rel, "/")
@@ -283,15 +291,11 @@ func (p *pacer) pay(n int64) {
 // copyTree makes mirror dst's tree equal to mirror src's, walking both by
 // descriptor (never through a symlink).
 func (m *Mirror) copyTree(src, dst int, p *pacer, written map[string]bool) error {
-	sfd, err := unix.Open(m.dirs[src], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	sfd, dfd, err := m.openRoots(src, dst)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(sfd)
-	dfd, err := unix.Open(m.dirs[dst], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
 	defer unix.Close(dfd)
 	c := &copier{m: m, dst: dst, p: p, links: map[devIno]string{}, rootD: dfd, written: written}
 	return c.dir(sfd, dfd, "", true)

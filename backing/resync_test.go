@@ -3,12 +3,13 @@ package backing
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"sluice/internal/treetest"
 )
 
 // TestResyncLastPass: changes of every kind made through the set while a
@@ -126,7 +127,7 @@ func resyncLastPass(t *testing.T, link bool) {
 	if s := m.Stats(); s[1].State != Healthy {
 		t.Fatalf("mirror 1 is %s after the resync", s[1].State)
 	}
-	sameTree(t, dirs[0], dirs[1])
+	treetest.Same(t, dirs[0], dirs[1], StateFile)
 	t.Logf("the last pass compared %d objects", m.lastPass)
 	var a, b syscall.Stat_t
 	syscall.Lstat(filepath.Join(dirs[1], "d8", "f8"), &a)
@@ -138,47 +139,5 @@ func resyncLastPass(t *testing.T, link bool) {
 		t.Errorf("with a hard link made, the last pass compared %d objects, want the whole tree", m.lastPass)
 	case !link && m.lastPass > 300:
 		t.Errorf("the last pass compared %d objects, want only what changed (at most 300 of the tree's 2040)", m.lastPass)
-	}
-}
-
-// sameTree fails t where the trees under a and b differ in names, types,
-// modes, sizes or contents (the state files aside).
-func sameTree(t *testing.T, a, b string) {
-	t.Helper()
-	describe := func(root string) map[string]string {
-		out := map[string]string{}
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			rel, _ := filepath.Rel(root, p)
-			if err != nil || rel == "." || filepath.Dir(rel) == "." && len(rel) >= len(StateFile) && rel[:len(StateFile)] == StateFile {
-				return nil
-			}
-			info, _ := os.Lstat(p)
-			desc := fmt.Sprintf("%v", info.Mode())
-			switch {
-			case info.Mode().IsRegular():
-				b, _ := os.ReadFile(p)
-				desc += fmt.Sprintf(" %d %x", len(b), b[:min(len(b), 8)])
-				if len(b) > 0 {
-					desc += fmt.Sprintf(" sum %d", bytes.Count(b, b[:1]))
-				}
-			case info.Mode()&os.ModeSymlink != 0:
-				l, _ := os.Readlink(p)
-				desc += " -> " + l
-			}
-			out[rel] = desc
-			return nil
-		})
-		return out
-	}
-	da, db := describe(a), describe(b)
-	for k, v := range da {
-		if db[k] != v {
-			t.Errorf("%s: %s in %s, %q in %s", k, v, a, db[k], b)
-		}
-	}
-	for k, v := range db {
-		if _, ok := da[k]; !ok {
-			t.Errorf("%s: only in %s (%s)", k, b, v)
-		}
 	}
 }

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 
 	"sluice/backing"
 	"sluice/group"
+	"sluice/internal/treetest"
 	"sluice/stack"
 )
 
@@ -359,62 +358,6 @@ func TestMirrorSlow(t *testing.T) {
 	}
 }
 
-// sameTrees fails where directory b differs from a: names, types, modes,
-// owners, sizes, contents, link targets, link counts, extended attributes
-// (the state file aside). Times are not compared: each mirror's file
-// system stamps the writes it is given itself.
-func sameTrees(t *testing.T, a, b string) {
-	t.Helper()
-	describe := func(root string) map[string]string {
-		out := map[string]string{}
-		filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-			if err != nil {
-				t.Errorf("walk %s: %v", p, err)
-				return nil
-			}
-			rel, _ := filepath.Rel(root, p)
-			if strings.HasPrefix(rel, backing.StateFile) {
-				return nil
-			}
-			st := fi.Sys().(*syscall.Stat_t)
-			d := fmt.Sprintf("%v uid=%d gid=%d nlink=%d", fi.Mode(), st.Uid, st.Gid, st.Nlink)
-			switch {
-			case fi.Mode().IsRegular():
-				b, _ := os.ReadFile(p)
-				d += fmt.Sprintf(" size=%d sum=%x", len(b), crc32.ChecksumIEEE(b))
-			case fi.Mode()&os.ModeSymlink != 0:
-				l, _ := os.Readlink(p)
-				d += " -> " + l
-			}
-			if fi.Mode()&os.ModeSymlink == 0 {
-				buf := make([]byte, 4096)
-				n, _ := unix.Listxattr(p, buf)
-				for _, x := range strings.Split(string(buf[:max(n, 0)]), "\x00") {
-					if x != "" {
-						v := make([]byte, 4096)
-						m, _ := unix.Getxattr(p, x, v)
-						d += fmt.Sprintf(" %s=%q", x, v[:max(m, 0)])
-					}
-				}
-			}
-			out[rel] = d
-			return nil
-		})
-		return out
-	}
-	da, db := describe(a), describe(b)
-	for k, v := range da {
-		if db[k] != v {
-			t.Errorf("%s: %s in %s, %q in %s", k, v, a, db[k], b)
-		}
-	}
-	for k, v := range db {
-		if _, ok := da[k]; !ok {
-			t.Errorf("%s: only in %s (%s)", k, b, v)
-		}
-	}
-}
-
 // TestMirrorResync: a mirror turned stale misses changes of every kind;
 // resync, with a writer busy (writing, and making, renaming and removing
 // files) and a file held open throughout, makes it
@@ -529,7 +472,7 @@ func mirrorResync(t *testing.T, n int) {
 	as("write after", func() error { return os.WriteFile(filepath.Join(pub, "d", "g"), []byte("g"), 0o644) })
 	as("xattr after", func() error { return unix.Setxattr(filepath.Join(pub, "a"), "user.tag", []byte("v2"), 0) })
 	for _, d := range dirs[1:] {
-		sameTrees(t, dirs[0], d)
+		treetest.Same(t, dirs[0], d, backing.StateFile)
 	}
 	var t0, t1 syscall.Stat_t
 	syscall.Lstat(filepath.Join(dirs[0], "pub", "d", "f"), &t0)
