@@ -101,13 +101,16 @@ type Mirror struct {
 
 	// While a resync runs, what the set changed since it began, for its
 	// last pass: objects changed (directories whose entries changed among
-	// them), and whether a hard link was made (the last pass then walks
-	// the whole tree, where it can see every name of a file).
-	tracking bool
-	tracked  map[*mobj]*change
-	linked   bool
-	trackSrc int // the mirror the resync copies from
-	lastPass int // objects the last resync's last pass compared
+	// them); where renames put things (compared whole: a directory moved
+	// in may hold anything); and whether the last pass must walk the
+	// whole tree instead (a hard link was made, whose other names only the
+	// whole tree shows, or the path of a changed object was lost).
+	tracking  bool
+	tracked   map[*mobj]*change
+	moved     []string
+	wholeTree bool
+	trackSrc  int // the mirror the resync copies from
+	lastPass  int // objects the last resync's last pass compared
 	// betweenPasses, for tests, runs between a resync's passes.
 	betweenPasses func()
 }
@@ -124,38 +127,44 @@ const (
 	noChange   changeKind = iota
 	metaChange            // attributes, extended attributes, entries of a directory
 	dataChange            // a regular file's content
+	movedIn               // put there by a rename: compared whole
 )
 
 // change is an object changed during a resync.
 type change struct {
 	kind      changeKind
 	forgotten bool   // the set forgot the object: path is where it was then
-	path      string // from the root of the resync's source, "" when unnamed
+	path      string // from the root of the resync's source, "" when removed
+	lost      bool   // forgotten where its path could not be told
 }
 
 // pathOf is where o is in mirror src, from its root ("/a/b"; "/" for the
-// root), or "" when it has no name there.
-func (m *Mirror) pathOf(src int, o *mobj) string {
-	l, ok := m.trees[src].(*Local)
-	if !ok || o.sub[src] == 0 {
-		return ""
+// root): "" when it was removed. ok is false when that cannot be told: o
+// is not in src, or src names it no more (a file whose directory entry the
+// kernel let go is reached by its handle alone).
+func (m *Mirror) pathOf(src int, o *mobj) (p string, ok bool) {
+	l, isLocal := m.trees[src].(*Local)
+	if !isLocal || o.sub[src] == 0 {
+		return "", false
 	}
 	root, err := l.path(RootID)
 	if err != nil {
-		return ""
+		return "", false
 	}
-	p, err := l.path(o.sub[src])
-	if err != nil {
-		return ""
+	p, err = l.path(o.sub[src])
+	switch {
+	case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESTALE):
+		return "", true
+	case err != nil:
+		return "", false
+	case p == root:
+		return "/", true
 	}
-	if p == root {
-		return "/"
+	rel, found := strings.CutPrefix(p, strings.TrimSuffix(root, "/")+"/")
+	if !found {
+		return "", false
 	}
-	rel, ok := strings.CutPrefix(p, strings.TrimSuffix(root, "/")+"/")
-	if !ok {
-		return ""
-	}
-	return "/" + rel
+	return "/" + rel, true
 }
 
 // touch records that o changed (kind) during a resync. Called with wmu
@@ -591,7 +600,9 @@ func (m *Mirror) Forget(id ID, n uint64) bool {
 	m.mu.Unlock()
 	if c != nil {
 		// The last pass must find it by name: where it is now.
-		c.path, c.forgotten = m.pathOf(src, o), true
+		var ok bool
+		c.path, ok = m.pathOf(src, o)
+		c.forgotten, c.lost = true, !ok
 	}
 	for i, s := range o.sub {
 		if s != 0 {
@@ -689,7 +700,7 @@ func (m *Mirror) Link(c *Cred, id, parent ID, name string) (Entry, error) {
 	}
 	m.mu.Lock()
 	if m.tracking {
-		m.linked = true
+		m.wholeTree = true
 	}
 	m.mu.Unlock()
 	return m.entry(parent, metaChange, func(i int, t Tree, p ID) (Entry, error) {
@@ -749,7 +760,33 @@ func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, fl
 		}
 		return m.trees[i].Rename(p, name, np.sub[i], newName, flags)
 	})
+	if err == nil {
+		m.movedTo(np, newName)
+		if flags&unix.RENAME_EXCHANGE != 0 {
+			m.movedTo(o, name)
+		}
+	}
 	return err
+}
+
+// movedTo records, during a resync, that a rename put an object at name
+// in directory dir: the last pass compares what is there whole.
+func (m *Mirror) movedTo(dir *mobj, name string) {
+	m.mu.Lock()
+	tracking, src := m.tracking, m.trackSrc
+	m.mu.Unlock()
+	if !tracking {
+		return
+	}
+	p, ok := m.pathOf(src, dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case !ok:
+		m.wholeTree = true
+	case p != "": // "": the directory is gone already, and what it held
+		m.moved = append(m.moved, strings.TrimSuffix(p, "/")+"/"+name)
+	}
 }
 
 // opened makes the set's file of per-mirror files, of object o opened

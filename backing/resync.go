@@ -81,13 +81,13 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	m.wmu.Lock()
 	m.mu.Lock()
 	src := m.live[0]
-	m.tracking, m.tracked, m.linked, m.trackSrc = true, map[*mobj]*change{}, false, src
+	m.tracking, m.tracked, m.moved, m.wholeTree, m.trackSrc = true, map[*mobj]*change{}, nil, false, src
 	m.mu.Unlock()
 	m.wmu.Unlock()
 	defer func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		m.tracking, m.tracked = false, nil
+		m.tracking, m.tracked, m.moved = false, nil, nil
 		m.resyncing = false
 		for _, i := range targets {
 			m.copying[i] = false
@@ -156,27 +156,34 @@ type pathChange struct {
 }
 
 // changes lists the objects the set changed since the resync began, by
-// their paths in mirror src, parents before children; whole says a hard
-// link was made (the last pass then walks the whole tree). Called with
-// the set's changes held off.
+// their paths in mirror src, parents before children; whole says the last
+// pass must walk the whole tree instead (see Mirror.wholeTree). Called
+// with the set's changes held off.
 func (m *Mirror) changes(src int) (out []pathChange, whole bool) {
 	m.mu.Lock()
-	whole = m.linked
+	whole = m.wholeTree
+	for _, p := range m.moved {
+		out = append(out, pathChange{p, movedIn})
+	}
 	held := map[*mobj]*change{}
 	for o, c := range m.tracked {
-		if c.forgotten {
-			if c.path != "" {
-				out = append(out, pathChange{c.path, c.kind})
-			}
-			continue
+		switch {
+		case c.lost:
+			whole = true
+		case c.forgotten && c.path != "":
+			out = append(out, pathChange{c.path, c.kind})
+		case !c.forgotten:
+			held[o] = c
 		}
-		held[o] = c
 	}
 	m.mu.Unlock()
 	for o, c := range held {
-		// An object with no name (removed) needs nothing: the change
-		// of its parent's entries removes it.
-		if p := m.pathOf(src, o); p != "" {
+		// An object removed needs nothing: the change of its parent's
+		// entries removes it.
+		p, ok := m.pathOf(src, o)
+		if !ok {
+			whole = true
+		} else if p != "" {
 			out = append(out, pathChange{p, c.kind})
 		}
 	}
@@ -220,7 +227,7 @@ func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange) error
 		}
 		parent, name := path.Split(ch.path)
 		sp, err := openBeneath(sroot, parent)
-		if errors.Is(err, syscall.ENOENT) {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
 			continue // gone since: the change of its parent's entries removes it
 		}
 		if err != nil {
@@ -236,8 +243,9 @@ func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange) error
 		}
 		c.force = ch.kind == dataChange
 		c.inside = true // a changed directory: its own entries are compared
+		c.whole = ch.kind == movedIn
 		err = c.entry(sp, dp, name, ch.path)
-		c.force, c.inside = false, false
+		c.force, c.inside, c.whole = false, false, false
 		unix.Close(sp)
 		unix.Close(dp)
 		if err != nil {
@@ -312,6 +320,7 @@ type copier struct {
 	// says the next entry is a changed object, and force that it is a
 	// file whose content changed (copied whatever its size and time).
 	pruned, inside, force bool
+	whole                 bool            // in the pruned pass: compare every directory below, whatever its time
 	compared              map[string]bool // directories whose entries the pruned pass compared
 	written               map[string]bool // files to copy whatever their size and time, by path
 }
@@ -392,7 +401,7 @@ func (c *copier) entry(sfd, dfd int, name, rel string) error {
 			if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
 				return err
 			}
-		} else if c.pruned && (c.compared[rel] || !inside && dt.Mtim == st.Mtim) {
+		} else if c.pruned && !c.whole && (c.compared[rel] || !inside && dt.Mtim == st.Mtim) {
 			// Compared already; or its entries are as dst has them, or
 			// it changed through the set and is compared as a change of
 			// its own.

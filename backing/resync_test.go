@@ -15,8 +15,9 @@ import (
 // TestResyncLastPass: changes of every kind made through the set while a
 // resync's first pass runs (and after it has passed them) reach the
 // resynced mirror, and the last pass, which holds every change off,
-// compares only what changed: the entries of the six directories whose
-// entries changed and two files, about 250 of a tree of 2040. With a hard
+// compares only what changed: the entries of the directories whose
+// entries changed, what renames moved, and two files, about 250 of a tree
+// of 2044. With a hard
 // link made meanwhile it compares the whole tree, which is where the
 // link's other names can be seen, and still copies the file written in
 // place.
@@ -46,6 +47,16 @@ func resyncLastPass(t *testing.T, link bool) {
 			// As long ago on both, so that a directory made again
 			// since differs in time.
 			os.Chtimes(sub, old, old)
+		}
+		// Two directories of equal times (as cp -a or tar leave them),
+		// swapped by renames between the passes.
+		for _, dir := range []string{"site", "site.new"} {
+			os.Mkdir(filepath.Join(d, dir), 0o755)
+			if err := os.WriteFile(filepath.Join(d, dir, "index"), []byte(dir+" content"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			os.Chtimes(filepath.Join(d, dir, "index"), old, old)
+			os.Chtimes(filepath.Join(d, dir), old, old)
 		}
 	}
 	st0, _ := readState(dirs[0])
@@ -118,6 +129,25 @@ func resyncLastPass(t *testing.T, link bool) {
 		must("chmod", err)
 		_, err = m.Symlink(root, RootID, "l", "d0/f0")
 		must("symlink", err)
+		must("rename site", m.Rename(RootID, "site", RootID, "site.old", 0))
+		must("rename site.new", m.Rename(RootID, "site.new", RootID, "site", 0))
+		// A file written and forgotten, then its directory replaced by a
+		// file of the same name: its path leads nowhere in the last pass.
+		gone, err := m.Mkdir(root, RootID, "gone", 0o755)
+		must("mkdir gone", err)
+		e, f, err = m.Create(root, gone.ID, "f", syscall.O_RDWR, 0o644)
+		must("create gone/f", err)
+		_, err = f.WriteAt([]byte("short-lived"), 0)
+		must("write gone/f", err)
+		f.Close()
+		m.Forget(e.ID, 1)
+		must("unlink gone/f", m.Unlink(gone.ID, "f"))
+		m.Forget(gone.ID, 1)
+		must("rmdir gone", m.Rmdir(RootID, "gone"))
+		e, f, err = m.Create(root, RootID, "gone", syscall.O_RDWR, 0o644)
+		must("create gone", err)
+		f.Close()
+		m.Forget(e.ID, 1)
 		if link {
 			_, err = m.Link(root, look(look(RootID, "d8"), "f8"), look(RootID, "d9"), "h")
 			must("link", err)
