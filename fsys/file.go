@@ -3,6 +3,7 @@ package fsys
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -32,6 +33,30 @@ type node struct {
 	stamp     stamp
 	backingID int32 // passthrough registration; 0 when none
 	passRefs  int
+	cachedW   []*handle // open for writing through the write cache, oldest first
+}
+
+// cachedWriter is the handle last opened for writing through the write
+// cache, or nil.
+func (n *node) cachedWriter() *handle {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.cachedW) == 0 {
+		return nil
+	}
+	return n.cachedW[len(n.cachedW)-1]
+}
+
+func (n *node) addCachedWriter(h *handle) {
+	n.mu.Lock()
+	n.cachedW = append(n.cachedW, h)
+	n.mu.Unlock()
+}
+
+func (n *node) dropCachedWriter(h *handle) {
+	n.mu.Lock()
+	n.cachedW = slices.DeleteFunc(n.cachedW, func(x *handle) bool { return x == h })
+	n.mu.Unlock()
 }
 
 // stamp is what tells a changed file at open: its modification and change
@@ -143,13 +168,14 @@ var (
 // go through the engine; others go straight to the backing file and are
 // only counted.
 type handle struct {
-	file   *backing.File
-	node   *node
-	opener *throttle.Group
-	cred   *backing.Cred // the opener's, for writeback without a caller
-	direct bool          // opened with FOPEN_DIRECT_IO
-	splice bool          // large unthrottled reads are spliced from file (see spliceMin)
-	pass   bool          // registered for passthrough
+	file    *backing.File
+	node    *node
+	opener  *throttle.Group
+	cred    *backing.Cred // the opener's, for writeback without a caller
+	direct  bool          // opened with FOPEN_DIRECT_IO
+	cachedW bool          // open for writing through the write cache
+	splice  bool          // large unthrottled reads are spliced from file (see spliceMin)
+	pass    bool          // registered for passthrough
 
 	mu      sync.Mutex
 	reading bool         // holds the node's reader
@@ -242,11 +268,27 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached
 		}
 	}
 	g := h.group(ctx)
+	cred := h.writer(ctx)
+	if cached && h.direct {
+		// The kernel writes a file's dirty pages back through the open
+		// for writing made last, which may be a limited group's, served
+		// with direct I/O, while the pages are an unlimited writer's
+		// through the write cache: they are that writer's.
+		if cw := h.node.cachedWriter(); cw != nil {
+			g, cred = cw.opener, cw.cred
+		}
+	}
 	id := uint64(h.node.id)
 	var w engine.WriterAt = h.file
 	if f.nearFull() {
-		if c := h.writer(ctx); c.Uid != 0 {
-			w = asCaller{f.tree, c, h.file}
+		switch {
+		case cred.Uid != 0:
+			w = asCaller{f.tree, cred, h.file}
+		case cached:
+			// The kernel's writeback names no writer, and root's open may
+			// carry other users' pages: none of it takes the blocks the
+			// file system keeps for root.
+			w = asCaller{f.tree, &backing.Cred{Uid: nobody, Gid: nobody}, h.file}
 		}
 	}
 	write := func(data []byte, off int64) (n int, err error) {
@@ -331,6 +373,9 @@ func (a asCaller) WriteAt(p []byte, off int64) (n int, err error) {
 }
 
 func (h *handle) release() {
+	if h.cachedW {
+		h.node.dropCachedWriter(h)
+	}
 	h.mu.Lock()
 	if h.reading {
 		h.reading = false
@@ -356,6 +401,10 @@ func errno(err error) syscall.Errno {
 	}
 	return syscall.EIO
 }
+
+// nobody is the user and group ids that the kernel's writeback runs as
+// when the backing file system is nearly full and no writer is known.
+const nobody = 65534
 
 // spliceMin is the smallest unthrottled read that is spliced from the
 // backing file rather than read into the reply. Measured on the bench's

@@ -137,6 +137,10 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	// of the file: a request that reaches the wait cap goes whole.
 	h.sh.Whole = !h.direct
 	h.splice = flags&syscall.O_DIRECT == 0 && !file.Mirrored()
+	if f.opts.WriteCache && !h.direct && !h.pass && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		h.cachedW = true
+		n.addCachedWriter(h)
+	}
 	out.Fh = f.files.add(h)
 	return nil
 }

@@ -197,3 +197,92 @@ func TestWriteCacheDurable(t *testing.T) {
 		t.Errorf("neither write() nor fsync reported ENOSPC on a full backing file system (close: %v)", cerr)
 	}
 }
+
+// TestWriteCacheSharedFile: an unlimited writer's cached pages that the
+// kernel writes back through a limited group's later open of the same file
+// (the open for writing made last) are counted to the unlimited writer's
+// group, not charged to the limited one.
+func TestWriteCacheSharedFile(t *testing.T) {
+	rules := []group.Rule{{Group: "t", UID: new(uint32(1002))}}
+	src, mnt, f := mount(t, Options{AllowOther: true, WriteCache: true, Rules: rules,
+		Limits: []group.LimitSpec{limit(t, "t wbps=1MiB")}})
+	path := filepath.Join(src, "shared")
+	if err := os.WriteFile(path, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o666)
+	data := writeRandom(t, filepath.Join(t.TempDir(), "want"), 1<<20, 15)
+	var err error
+	runAs(1001, func() {
+		var w *os.File
+		if w, err = os.OpenFile(filepath.Join(mnt, "shared"), os.O_WRONLY, 0); err != nil {
+			return
+		}
+		// The limited group opens the file for writing after it.
+		var other *os.File
+		runAs(1002, func() { other, err = os.OpenFile(filepath.Join(mnt, "shared"), os.O_WRONLY, 0) })
+		if err != nil {
+			w.Close()
+			return
+		}
+		defer other.Close()
+		for off := 0; off < len(data) && err == nil; off += 4096 {
+			_, err = w.Write(data[off : off+4096])
+		}
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	sameBytes(t, "SOURCE after close", got, data)
+	d, lim := groupMetrics(t, f, "default"), groupMetrics(t, f, "t")
+	t.Logf("default: %d bytes written; t: %d bytes written, %d by the kernel's writeback", d.AppWBytes, lim.AppWBytes, lim.WritebackBytes)
+	if d.AppWBytes < int64(len(data)) || lim.AppWBytes != 0 {
+		t.Errorf("the unlimited writer's 1 MiB was counted %d bytes to its group and %d to the limited group that opened the file after it; want all to its own", d.AppWBytes, lim.AppWBytes)
+	}
+}
+
+// TestWriteCacheReserved: a user's pages that the kernel writes back
+// through root's open of the same file do not take the blocks the backing
+// file system keeps for root, as the user's own writes to SOURCE do not.
+func TestWriteCacheReserved(t *testing.T) {
+	root := loopFS(t, 16<<20, "-m", "50")
+	os.Chmod(root, 0o777)
+	_, mnt, _ := mount(t, Options{Source: root, AllowOther: true, WriteCache: true})
+	data := make([]byte, 10<<20)
+	// On SOURCE directly the user runs out of room.
+	direct := writeSmall(t, 1001, filepath.Join(root, "direct"), data, 1<<20)
+	os.Remove(filepath.Join(root, "direct"))
+	if !errors.Is(direct, syscall.ENOSPC) {
+		t.Skipf("writing 10 MiB as uid 1001 on SOURCE gave %v, not ENOSPC: the reserve does not bind here", direct)
+	}
+	var w *os.File
+	var err error
+	runAs(1001, func() { w, err = os.OpenFile(filepath.Join(mnt, "big"), os.O_WRONLY|os.O_CREATE, 0o666) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// Root opens the file for writing after the user: the kernel's
+	// writeback goes through root's open.
+	r, err := os.OpenFile(filepath.Join(mnt, "big"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	runAs(1001, func() {
+		for off := 0; off < len(data) && err == nil; off += 1 << 20 {
+			_, err = w.Write(data[off : off+1<<20])
+		}
+		if err == nil {
+			err = w.Sync()
+		}
+	})
+	t.Logf("10 MiB on a file system of 16 MiB, half of it kept for root: on SOURCE %v; through the mount, via root's open, %v", direct, err)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("the user's 10 MiB written back through root's open: %v, want ENOSPC as on SOURCE", err)
+	}
+}
