@@ -267,21 +267,20 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached
 			return 0, errno(err)
 		}
 	}
-	g := h.group(ctx)
-	cred := h.writer(ctx)
+	g, by := h.group(ctx), h
 	if cached && h.direct {
 		// The kernel writes a file's dirty pages back through the open
 		// for writing made last, which may be a limited group's, served
 		// with direct I/O, while the pages are an unlimited writer's
 		// through the write cache: they are that writer's.
 		if cw := h.node.cachedWriter(); cw != nil {
-			g, cred = cw.opener, cw.cred
+			g, by = cw.opener, cw
 		}
 	}
 	id := uint64(h.node.id)
 	var w engine.WriterAt = h.file
 	if f.nearFull() {
-		switch {
+		switch cred := by.writer(ctx); {
 		case cred.Uid != 0:
 			w = asCaller{f.tree, cred, h.file}
 		case cached:

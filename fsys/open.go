@@ -2,6 +2,7 @@ package fsys
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"syscall"
 	"time"
@@ -155,6 +156,19 @@ func (f *FS) backingFlags(flags uint32) uint32 {
 		return flags&^syscall.O_ACCMODE | syscall.O_RDWR
 	}
 	return flags
+}
+
+// backingOpen runs open with the backing flags for a FUSE open with
+// flags, then with flags themselves if the backing file system refuses
+// the wider open (a file the caller may write but not read, created as
+// the caller).
+func (f *FS) backingOpen(flags uint32, open func(flags uint32) error) error {
+	if b := f.backingFlags(flags); b != flags {
+		if err := open(b); !errors.Is(err, syscall.EACCES) {
+			return err
+		}
+	}
+	return open(flags)
 }
 
 // cachedWritesPaced reports whether an open with flags by the limited

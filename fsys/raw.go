@@ -2,7 +2,6 @@ package fsys
 
 import (
 	"bytes"
-	"errors"
 	"syscall"
 	"time"
 
@@ -190,11 +189,12 @@ func (r *raw) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
 
 func (r *raw) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	c := r.f.cred(&in.InHeader, in.Umask)
-	e, file, err := r.f.tree.Create(c, backing.ID(in.NodeId), name, r.f.backingFlags(in.Flags), in.Mode)
-	if errors.Is(err, syscall.EACCES) && r.f.backingFlags(in.Flags) != in.Flags {
-		// An existing file the caller may write but not read.
-		e, file, err = r.f.tree.Create(c, backing.ID(in.NodeId), name, in.Flags, in.Mode)
-	}
+	var e backing.Entry
+	var file *backing.File
+	err := r.f.backingOpen(in.Flags, func(flags uint32) (err error) {
+		e, file, err = r.f.tree.Create(c, backing.ID(in.NodeId), name, flags, in.Mode)
+		return err
+	})
 	return r.created(cancel, in, out, e, file, err)
 }
 
@@ -219,10 +219,11 @@ func (r *raw) created(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Creat
 
 func (r *raw) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	id := backing.ID(in.NodeId)
-	file, err := r.f.tree.Open(id, r.f.backingFlags(in.Flags))
-	if errors.Is(err, syscall.EACCES) && r.f.backingFlags(in.Flags) != in.Flags {
-		file, err = r.f.tree.Open(id, in.Flags)
-	}
+	var file *backing.File
+	err := r.f.backingOpen(in.Flags, func(flags uint32) (err error) {
+		file, err = r.f.tree.Open(id, flags)
+		return err
+	})
 	if err != nil {
 		return st(err)
 	}
