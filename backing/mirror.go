@@ -644,7 +644,11 @@ func (m *Mirror) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
 	if err != nil {
 		return syscall.Stat_t{}, err
 	}
-	m.touch(o, map[bool]changeKind{false: metaChange, true: dataChange}[set.Size != nil])
+	if set.Size != nil {
+		m.touch(o, dataChange)
+	} else {
+		m.touch(o, metaChange)
+	}
 	sts := make([]syscall.Stat_t, len(m.dirs))
 	ok, err := m.fan(o, func(i int, sub ID) (err error) {
 		var sf *File

@@ -125,7 +125,7 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	for _, i := range targets {
 		err := errWholeTree
 		if !whole {
-			err = m.copyChanges(src, i, p, changes)
+			err = m.copyChanges(src, i, p, changes, written)
 		}
 		if err == errWholeTree {
 			err = m.copyTree(src, i, p, written)
@@ -206,9 +206,9 @@ func (m *Mirror) changes(src int) (out []pathChange, whole bool) {
 // equal in mirror dst: the entries of each changed directory (a
 // subdirectory whose modification time differs is compared in turn, a
 // new one copied whole), each changed object's attributes, and the
-// content of each file written. It returns errWholeTree when dst lacks a
-// directory that the changes assume.
-func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange) error {
+// content of each file written (whatever its size and time). It returns
+// errWholeTree when dst lacks a directory that the changes assume.
+func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange, written map[string]bool) error {
 	sroot, droot, err := m.openRoots(src, dst)
 	if err != nil {
 		return err
@@ -216,7 +216,7 @@ func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange) error
 	defer unix.Close(sroot)
 	defer unix.Close(droot)
 	c := &copier{m: m, dst: dst, p: p, links: map[devIno]string{}, rootD: droot, pruned: true,
-		compared: map[string]bool{}}
+		compared: map[string]bool{}, written: written}
 	for _, ch := range changes {
 		if ch.path == "/" {
 			c.compared[""] = true
@@ -227,7 +227,7 @@ func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange) error
 		}
 		parent, name := path.Split(ch.path)
 		sp, err := openBeneath(sroot, parent)
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
+		if noDir(err) {
 			continue // gone since: the change of its parent's entries removes it
 		}
 		if err != nil {
@@ -236,16 +236,15 @@ func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange) error
 		dp, err := openBeneath(droot, parent)
 		if err != nil {
 			unix.Close(sp)
-			if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) {
+			if noDir(err) {
 				return errWholeTree
 			}
 			return err
 		}
-		c.force = ch.kind == dataChange
 		c.inside = true // a changed directory: its own entries are compared
 		c.whole = ch.kind == movedIn
 		err = c.entry(sp, dp, name, ch.path)
-		c.force, c.inside, c.whole = false, false, false
+		c.inside, c.whole = false, false
 		unix.Close(sp)
 		unix.Close(dp)
 		if err != nil {
@@ -265,6 +264,11 @@ func (m *Mirror) openRoots(src, dst int) (sfd, dfd int, err error) {
 		return -1, -1, err
 	}
 	return sfd, dfd, nil
+}
+
+// noDir reports whether err says a path leads to no directory.
+func noDir(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP)
 }
 
 // openBeneath opens directory rel under root, through no symlink.
@@ -317,12 +321,11 @@ type copier struct {
 	rootD int
 	// pruned: a resync's last pass, which compares a directory present
 	// in both mirrors only when it changed (see copyChanges); then inside
-	// says the next entry is a changed object, and force that it is a
-	// file whose content changed (copied whatever its size and time).
-	pruned, inside, force bool
-	whole                 bool            // in the pruned pass: compare every directory below, whatever its time
-	compared              map[string]bool // directories whose entries the pruned pass compared
-	written               map[string]bool // files to copy whatever their size and time, by path
+	// says the next entry is a changed object.
+	pruned, inside bool
+	whole          bool            // in the pruned pass: compare every directory below, whatever its time
+	compared       map[string]bool // directories whose entries the pruned pass compared
+	written        map[string]bool // files to copy whatever their size and time, by path
 }
 
 func names(fd int) ([]string, error) {
@@ -393,8 +396,8 @@ func (c *copier) entry(sfd, dfd int, name, rel string) error {
 		return derr
 	}
 	missing := derr != nil
-	inside, force := c.inside, c.force || c.written[rel]
-	c.inside, c.force = false, false
+	inside, force := c.inside, c.written[rel]
+	c.inside = false
 	switch typ {
 	case syscall.S_IFDIR:
 		if missing {
