@@ -263,13 +263,9 @@ func (e *Engine) putCall(c *call) {
 func (e *Engine) Read(ctx context.Context, h *stack.Handle, g *throttle.Group, dst []byte, off int64) (int, error) {
 	c := e.getCall()
 	c.dst = dst
-	e.mu.Lock()
-	e.apply(e.st.Read(e.now(), h, g, off, int64(len(dst)), &c.req))
-	e.mu.Unlock()
-	err := e.wait(ctx, c)
-	if err == nil {
-		err = c.req.Err
-	}
+	err := e.run(ctx, c, func(now int64, r *stack.Request) stack.Actions {
+		return e.st.Read(now, h, g, off, int64(len(dst)), r)
+	})
 	n := c.n
 	e.putCall(c)
 	if err != nil {
@@ -284,13 +280,9 @@ func (e *Engine) Read(ctx context.Context, h *stack.Handle, g *throttle.Group, d
 // ctx withdraws what is not yet admitted (EINTR).
 func (e *Engine) Pay(ctx context.Context, h *stack.Handle, g *throttle.Group, off, n int64) error {
 	c := e.getCall()
-	e.mu.Lock()
-	e.apply(e.st.Pay(e.now(), h, g, off, n, &c.req))
-	e.mu.Unlock()
-	err := e.wait(ctx, c)
-	if err == nil {
-		err = c.req.Err
-	}
+	err := e.run(ctx, c, func(now int64, r *stack.Request) stack.Actions {
+		return e.st.Pay(now, h, g, off, n, r)
+	})
 	e.putCall(c)
 	return err
 }
@@ -322,13 +314,7 @@ func (e *Engine) WriteBack(h *stack.Handle, g *throttle.Group, w WriterAt, data 
 func (e *Engine) submitWrite(ctx context.Context, w WriterAt, data []byte, start func(int64, *stack.Request) stack.Actions) (int, error) {
 	c := e.getCall()
 	c.data, c.w = data, w
-	e.mu.Lock()
-	e.apply(start(e.now(), &c.req))
-	e.mu.Unlock()
-	err := e.wait(ctx, c)
-	if err == nil {
-		err = c.req.Err
-	}
+	err := e.run(ctx, c, start)
 	n := int(c.req.Size())
 	e.putCall(c)
 	if err != nil {
@@ -353,13 +339,23 @@ func (f SyncFunc) Sync() error { return f() }
 func (e *Engine) Sync(h *stack.Handle, g *throttle.Group, w Syncer) error {
 	c := e.getCall()
 	c.sync = w
-	e.mu.Lock()
-	e.apply(e.st.Sync(e.now(), h, g, &c.req))
-	e.mu.Unlock()
-	<-c.done
-	err := c.req.Err
+	err := e.run(context.Background(), c, func(now int64, r *stack.Request) stack.Actions {
+		return e.st.Sync(now, h, g, r)
+	})
 	e.putCall(c)
 	return err
+}
+
+// run starts c's request with start (one of the stack's request calls)
+// and waits for it: the error of the wait (EINTR), else the request's.
+func (e *Engine) run(ctx context.Context, c *call, start func(now int64, r *stack.Request) stack.Actions) error {
+	e.mu.Lock()
+	e.apply(start(e.now(), &c.req))
+	e.mu.Unlock()
+	if err := e.wait(ctx, c); err != nil {
+		return err
+	}
+	return c.req.Err
 }
 
 // wait blocks until c's request has finished, or ctx is cancelled for a
