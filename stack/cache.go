@@ -179,6 +179,12 @@ func (s *Stack) remove(p *page) {
 	s.free(p)
 }
 
+// unpin lets go of p for a request that no longer reads it.
+func (s *Stack) unpin(p *page) {
+	p.pins--
+	s.free(p)
+}
+
 // free hands p's buffer back to the driver (Actions.Free) once p has left
 // the cache and no unfinished request holds it.
 func (s *Stack) free(p *page) {

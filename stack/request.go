@@ -115,8 +115,7 @@ func (s *Stack) cut(now int64, r *Request) {
 			p.waiters = removeReq(p.waiters, r)
 			r.pending--
 		}
-		p.pins--
-		s.free(p)
+		s.unpin(p)
 	}
 	r.pages = r.pages[:keep]
 	if r.pending == 0 {

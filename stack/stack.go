@@ -187,17 +187,17 @@ const maxSpareIOs = 64
 // finished with, for its next Actions: a driver that copies what it needs
 // out of each Actions before its next call saves their allocations.
 func (s *Stack) Recycle(a Actions) {
-	if len(s.acts.Start) == 0 && cap(a.Start) > cap(s.acts.Start) {
-		clear(a.Start)
-		s.acts.Start = a.Start[:0]
-	}
-	if len(s.acts.Done) == 0 && cap(a.Done) > cap(s.acts.Done) {
-		clear(a.Done)
-		s.acts.Done = a.Done[:0]
-	}
-	if len(s.acts.Free) == 0 && cap(a.Free) > cap(s.acts.Free) {
-		clear(a.Free)
-		s.acts.Free = a.Free[:0]
+	reuse(&s.acts.Start, a.Start)
+	reuse(&s.acts.Done, a.Done)
+	reuse(&s.acts.Free, a.Free)
+}
+
+// reuse makes old, cleared, the storage of the empty slice cur when it is
+// the larger.
+func reuse[T any](cur *[]T, old []T) {
+	if len(*cur) == 0 && cap(old) > cap(*cur) {
+		clear(old)
+		*cur = old[:0]
 	}
 }
 
@@ -322,8 +322,7 @@ func (s *Stack) finish(r *Request) {
 		s.each(r.group, func(c *Counters) { c.AppRBytes += r.Size() })
 	}
 	for _, p := range r.pages {
-		p.pins--
-		s.free(p)
+		s.unpin(p)
 	}
 	s.acts.Done = append(s.acts.Done, r)
 }
