@@ -26,8 +26,6 @@
 # faster transport could give it, they do not isolate the transport.
 # Rounds alternate the paths (each freshly mounted), so drift on the
 # machine affects all alike; the summary shows medians.
-#
-# FUSEURING_BIN=/path uses a prebuilt server instead of building one.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -54,14 +52,9 @@ make_workdir
 # fio runs as uid $FIO_UID and must reach the mount point inside $WORK.
 chmod 711 "$WORK"
 
-if [ -n "${FUSEURING_BIN:-}" ]; then
-	[ -x "$FUSEURING_BIN" ] || die "FUSEURING_BIN=$FUSEURING_BIN is not executable"
-	BIN=$FUSEURING_BIN
-else
-	BIN=$WORK/bin/fuseuring
-	mkdir -p "$WORK/bin"
-	go_build "$BIN" ./bench/fuseuring || die "cannot build ./bench/fuseuring"
-fi
+BIN=$WORK/bin/fuseuring
+mkdir -p "$WORK/bin"
+go_build "$BIN" ./bench/fuseuring || die "cannot build ./bench/fuseuring"
 
 build_sluice
 [ -n "$SLUICE" ] || die "sluice does not build"
