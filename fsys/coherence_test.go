@@ -92,6 +92,53 @@ func TestCoherenceSourceChange(t *testing.T) {
 	sameBytes(t, "after SOURCE shrank to 500000 bytes", readAs(t, mp), want)
 }
 
+// TestCoherenceKernelCacheKept: a file read whole through the kernel's page
+// cache and opened again unchanged is served from that cache, no read
+// reaching sluice, both for a group without a limit (uid 4102) and for a
+// limited one whose limit is high enough for the page cache (uid 4101,
+// rbps=100MiB); once it has changed in SOURCE, the next open reads it from
+// sluice again and sees the new bytes.
+func TestCoherenceKernelCacheKept(t *testing.T) {
+	src, mnt, f := coherenceMount(t)
+	os.Chmod(src, 0o755)
+	for _, c := range []struct {
+		name  string
+		who   ucred
+		group string
+	}{{"unlimited", u4102, "default"}, {"limited", u4101, "slow"}} {
+		t.Run(c.name, func(t *testing.T) {
+			sp, mp := filepath.Join(src, c.name), filepath.Join(mnt, c.name)
+			want := writeRandom(t, sp, 4<<20, 29)
+			os.Chmod(sp, 0o644)
+			// read opens and reads the file whole as c.who and returns
+			// how many reads reached sluice.
+			read := func(what string) int64 {
+				t.Helper()
+				before := groupMetrics(t, f, c.group).AppReads
+				var b []byte
+				var err error
+				asUser(t, c.who, func() { b, err = os.ReadFile(mp) })
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				sameBytes(t, what, b, want)
+				return groupMetrics(t, f, c.group).AppReads - before
+			}
+			if n := read("first read"); n == 0 {
+				t.Fatalf("the first read of %s reached sluice with no read: the count cannot tell", mp)
+			}
+			if n := read("read again, unchanged"); n != 0 {
+				t.Errorf("reading %s again unchanged sent %d reads to sluice, want none (the kernel's cache kept)", mp, n)
+			}
+			sourceWrite(t, sp, bytes.Repeat([]byte{0xA5}, 8192), 1<<20)
+			want, _ = os.ReadFile(sp)
+			if n := read("read after a change in SOURCE"); n == 0 {
+				t.Errorf("after %s changed in SOURCE, reading it sent no read to sluice", sp)
+			}
+		})
+	}
+}
+
 // loopExt4 makes an ext4 file system of 8 MiB with the given number of
 // inodes in a file, mounts it on a loop device and returns its root. It is
 // unmounted when the test ends, after what later cleanups undo (a FUSE

@@ -71,16 +71,18 @@ func stampOf(st *syscall.Stat_t) stamp {
 }
 
 // revalidate drops sluice's cached pages of the object when it changed
-// since it was last opened (close-to-open coherence, as NFS).
-func (n *node) revalidate(st *syscall.Stat_t) {
+// since it was last opened (close-to-open coherence, as NFS), and says
+// whether it did. The first open of a node counts as a change.
+func (n *node) revalidate(st *syscall.Stat_t) (changed bool) {
 	s := stampOf(st)
 	n.mu.Lock()
-	changed := n.stamp != s
+	changed = n.stamp != s
 	n.stamp = s
 	n.mu.Unlock()
 	if changed {
 		n.fsys.eng.Forget(uint64(n.id))
 	}
+	return changed
 }
 
 // acquireReader makes sure the node's reader is open:
