@@ -83,7 +83,7 @@ stop_daemon() {
 		fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
 	fi
 	if proc_alive "$pid"; then
-		log "daemon $pid ignored SIGTERM; SIGKILL"
+		log "daemon $pid ignored SIGTERM; SIGKILL ($(ps -o stat=,wchan=,cmd= -p "$pid" 2>&1 | cut -c1-80); $(ls /proc/$pid/task 2>&1 | wc -l) tasks; status: $(grep State /proc/$pid/status 2>&1))"
 		kill -KILL "$pid" 2>/dev/null || true
 	fi
 	wait "$pid" 2>/dev/null || true
