@@ -113,6 +113,9 @@ type Mirror struct {
 	lastPass  int // objects the last resync's last pass compared
 	// betweenPasses, for tests, runs between a resync's passes.
 	betweenPasses func()
+	// afterLstat, for tests, runs in a resync's first pass between the
+	// lstat of an object (by its path from the root) and its copy.
+	afterLstat func(rel string)
 }
 
 type mobj struct {

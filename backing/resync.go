@@ -100,7 +100,7 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	}()
 	p := &pacer{rate: rate, start: time.Now()}
 	for _, i := range targets {
-		if err := m.copyTree(src, i, p, nil); err != nil {
+		if err := m.copyTree(src, i, p, nil, true); err != nil {
 			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
 		}
 	}
@@ -128,7 +128,7 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 			err = m.copyChanges(src, i, p, changes, written)
 		}
 		if err == errWholeTree {
-			err = m.copyTree(src, i, p, written)
+			err = m.copyTree(src, i, p, written, false)
 		}
 		if err != nil {
 			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
@@ -301,15 +301,16 @@ func (p *pacer) pay(n int64) {
 }
 
 // copyTree makes mirror dst's tree equal to mirror src's, walking both by
-// descriptor (never through a symlink).
-func (m *Mirror) copyTree(src, dst int, p *pacer, written map[string]bool) error {
+// descriptor (never through a symlink). busy says the set's changes run
+// meanwhile (a resync's first pass).
+func (m *Mirror) copyTree(src, dst int, p *pacer, written map[string]bool, busy bool) error {
 	sfd, dfd, err := m.openRoots(src, dst)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(sfd)
 	defer unix.Close(dfd)
-	c := &copier{m: m, dst: dst, p: p, links: map[devIno]string{}, rootD: dfd, written: written}
+	c := &copier{m: m, dst: dst, p: p, links: map[devIno]string{}, rootD: dfd, written: written, busy: busy}
 	return c.dir(sfd, dfd, "", true)
 }
 
@@ -326,6 +327,9 @@ type copier struct {
 	whole          bool            // in the pruned pass: compare every directory below, whatever its time
 	compared       map[string]bool // directories whose entries the pruned pass compared
 	written        map[string]bool // files to copy whatever their size and time, by path
+	// busy: the set's changes run meanwhile (the first pass), so an
+	// object may be renamed or removed between its lstat and its copy.
+	busy bool
 }
 
 func names(fd int) ([]string, error) {
@@ -374,8 +378,18 @@ func lstatAt(fd int, name string) (st unix.Stat_t, err error) {
 	return st, err
 }
 
-// entry makes name in dfd equal to name in sfd.
+// entry makes name in dfd equal to name in sfd. An object renamed or
+// removed meanwhile in a busy pass is left to the last pass, which holds
+// the set's changes off and sees where it ended.
 func (c *copier) entry(sfd, dfd int, name, rel string) error {
+	err := c.copyEntry(sfd, dfd, name, rel)
+	if c.busy && noDir(err) {
+		return nil
+	}
+	return err
+}
+
+func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
 	c.p.entries++
 	st, err := lstatAt(sfd, name)
 	if errors.Is(err, syscall.ENOENT) {
@@ -383,6 +397,9 @@ func (c *copier) entry(sfd, dfd int, name, rel string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if c.busy && c.m.afterLstat != nil {
+		c.m.afterLstat(rel)
 	}
 	typ := st.Mode & syscall.S_IFMT
 	dt, derr := lstatAt(dfd, name)
