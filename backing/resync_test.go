@@ -59,17 +59,7 @@ func resyncLastPass(t *testing.T, link bool) {
 			os.Chtimes(filepath.Join(d, dir), old, old)
 		}
 	}
-	st0, _ := readState(dirs[0])
-	st1, _ := readState(dirs[1])
-	st0.Stale = []string{st1.ID}
-	if err := writeState(dirs[0], st0); err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMirror(dirs, MirrorOptions{Now: clock()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := staleSet(t, dirs)
 
 	root := &Cred{}
 	must := func(what string, err error) {
@@ -200,17 +190,7 @@ func TestResyncVanished(t *testing.T) {
 	os.WriteFile(filepath.Join(dirs[0], "d", "f"), []byte("f, later"), 0o644)
 	os.Remove(filepath.Join(dirs[0], "l"))
 	os.Symlink("d/f", filepath.Join(dirs[0], "l"))
-	st0, _ := readState(dirs[0])
-	st1, _ := readState(dirs[1])
-	st0.Stale = []string{st1.ID}
-	if err := writeState(dirs[0], st0); err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMirror(dirs, MirrorOptions{Now: clock()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := staleSet(t, dirs)
 	done := map[string]bool{}
 	m.afterLstat = func(rel string) {
 		if done[rel] {
@@ -242,4 +222,22 @@ func TestResyncVanished(t *testing.T) {
 		t.Fatalf("mirror 1 is %s after the resync", s[1].State)
 	}
 	treetest.Same(t, dirs[0], dirs[1], StateFile)
+}
+
+// staleSet opens the set over dirs with mirror 1 recorded stale by mirror
+// 0, as a write it missed leaves it; the set is closed when the test ends.
+func staleSet(t *testing.T, dirs []string) *Mirror {
+	t.Helper()
+	st0, _ := readState(dirs[0])
+	st1, _ := readState(dirs[1])
+	st0.Stale = []string{st1.ID}
+	if err := writeState(dirs[0], st0); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMirror(dirs, MirrorOptions{Now: clock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }
