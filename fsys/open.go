@@ -137,7 +137,7 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	// The kernel drops a file's cached pages at each open unless told to
 	// keep them: they are kept when the file is as it was at its last open
 	// (close-to-open, as sluice's own cache), so a file read again is
-	// served from the kernel's cache at the speed of a local one.
+	// served from the kernel's cache without a request to sluice.
 	if !changed && !h.direct && !h.pass {
 		out.OpenFlags |= fuse.FOPEN_KEEP_CACHE
 	}
