@@ -455,8 +455,16 @@ func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
 					if err := unix.Unlinkat(dfd, name, 0); err != nil {
 						return err
 					}
+					missing = true
 				}
-				return unix.Linkat(c.rootD, strings.TrimPrefix(first, "/"), dfd, name, 0)
+				err := unix.Linkat(c.rootD, strings.TrimPrefix(first, "/"), dfd, name, 0)
+				if !c.busy || !noDir(err) {
+					return err
+				}
+				// Its first name went meanwhile (and was not copied):
+				// this one is copied, and is the first from now on. Had
+				// it stayed uncopied, a directory the last pass does
+				// not compare would lack it.
 			}
 			c.links[key] = rel
 		}

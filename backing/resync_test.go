@@ -163,9 +163,9 @@ func resyncLastPass(t *testing.T, link bool) {
 }
 
 // TestResyncVanished: objects renamed or removed through the set between
-// the first pass's lstat of them and their copy (a file, a directory and
-// a symlink) do not fail the resync; the last pass leaves the resynced
-// mirror equal to the source.
+// the first pass's lstat of them and their copy (a file, a directory, a
+// symlink, and the first name met of a file of three) do not fail the
+// resync, and the resynced mirror ends equal to the source.
 func TestResyncVanished(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: the set creates objects with the caller's credentials, which needs root")
@@ -184,14 +184,30 @@ func TestResyncVanished(t *testing.T) {
 		if err := os.Symlink("a", filepath.Join(d, "l")); err != nil {
 			t.Fatal(err)
 		}
+		// Three names of one file, in three directories.
+		for _, sub := range []string{"x", "y", "z"} {
+			os.Mkdir(filepath.Join(d, sub), 0o755)
+			if sub == "x" {
+				if err := os.WriteFile(filepath.Join(d, "x", "h"), []byte("h"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.Link(filepath.Join(d, "x", "h"), filepath.Join(d, sub, "h")); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	// Missed while stale: mirror 1 differs in every one of them.
+	// Missed while stale: mirror 1 differs in every one of them, and
+	// lacks the file of two names.
 	os.WriteFile(filepath.Join(dirs[0], "a"), []byte("a, later"), 0o644)
+	for _, sub := range []string{"x", "y", "z"} {
+		os.Remove(filepath.Join(dirs[1], sub, "h"))
+	}
 	os.WriteFile(filepath.Join(dirs[0], "d", "f"), []byte("f, later"), 0o644)
 	os.Remove(filepath.Join(dirs[0], "l"))
 	os.Symlink("d/f", filepath.Join(dirs[0], "l"))
 	m := staleSet(t, dirs)
 	done := map[string]bool{}
+	names := 0 // names of the linked file the pass has met
 	m.afterLstat = func(rel string) {
 		if done[rel] {
 			return
@@ -205,6 +221,17 @@ func TestResyncVanished(t *testing.T) {
 			err = m.Rename(RootID, "d", RootID, "d2", 0)
 		case "/l":
 			err = m.Unlink(RootID, "l")
+		case "/x/h", "/y/h", "/z/h":
+			// The name the pass meets first goes before it is copied:
+			// the two others, in directories that do not change, cannot
+			// be linked to it, and the last pass does not look there.
+			if names++; names > 1 {
+				return
+			}
+			var dir Entry
+			if dir, err = m.Lookup(RootID, rel[1:2]); err == nil {
+				err = m.Unlink(dir.ID, "h")
+			}
 		}
 		if err != nil {
 			t.Errorf("%s during the first pass: %v", rel, err)
@@ -212,6 +239,9 @@ func TestResyncVanished(t *testing.T) {
 	}
 	if err := m.Resync(0); err != nil {
 		t.Fatalf("resync: %v", err)
+	}
+	if names != 3 {
+		t.Errorf("the first pass met %d names of the linked file, want 3", names)
 	}
 	for _, rel := range []string{"/a", "/d", "/l"} {
 		if !done[rel] {
