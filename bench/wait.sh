@@ -21,7 +21,9 @@
 #              /dev/fuse, pread(2) of its backing file, nothing else),
 #              paced by fio as above, and unpaced
 # CPU: utime+stime of the server (/proc/PID/stat) over the fio run,
-# divided by the reads fio completed. Rounds alternate the cases, each on
+# divided by the reads fio completed; switches: the context switches of
+# all the server's threads (/proc/PID/task/*/status) over the run, per read,
+# each one a sleep and a wake-up of a thread. Rounds alternate the cases, each on
 # a fresh mount, so drift on the machine affects all alike; the summary
 # shows medians and the ratios that answer the question.
 set -euo pipefail
@@ -75,6 +77,9 @@ start_floor() {
 }
 
 cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
+# switches PID: context switches of all of PID's threads so far (those of
+# threads that have exited are not counted; the servers keep theirs).
+switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { s += $2 } END { print s + 0 }'; }
 
 RAW=$WORK/raw.tsv
 : >"$RAW"
@@ -82,7 +87,7 @@ RAW=$WORK/raw.tsv
 # run CASE JOBS ROUND PATHS...: one fio run against FUSE_PID's mount, one
 # job per path; CASE paced or floor-paced adds --rate_iops.
 run() {
-	local cs=$1 jobs=$2 round=$3 out=$WORK/$1-$2-$3.json t0 t1 p
+	local cs=$1 jobs=$2 round=$3 out=$WORK/$1-$2-$3.json t0 t1 s0 s1 p
 	shift 3
 	local args=(--rw=read --bs=4k --ioengine=psync --runtime="$RT" --time_based
 		--fadvise_hint=0 --group_reporting --output-format=json)
@@ -91,23 +96,25 @@ run() {
 		args+=(--name="j$p" --filename="$p")
 	done
 	t0=$(cpu_ticks "$FUSE_PID")
+	s0=$(switches "$FUSE_PID")
 	bg_wait timeout -k 10 $((RT + 60)) setpriv --reuid=$FIO_UID --regid=$FIO_UID --clear-groups \
 		fio "${args[@]}" >"$out" 2>"$out.err" || {
 		cat "$out.err" >&2
 		die "fio failed or timed out ($cs, $jobs jobs, round $round)"
 	}
 	t1=$(cpu_ticks "$FUSE_PID")
-	python3 - "$out" "$cs" "$jobs" "$round" $((t1 - t0)) "$RT" >>"$RAW" <<'EOF'
+	s1=$(switches "$FUSE_PID")
+	python3 - "$out" "$cs" "$jobs" "$round" $((t1 - t0)) "$RT" $((s1 - s0)) >>"$RAW" <<'EOF'
 import json, os, sys
-out, cs, jobs, rnd, ticks, rt = sys.argv[1:7]
+out, cs, jobs, rnd, ticks, rt, sw = sys.argv[1:8]
 text = open(out).read()
 r = json.loads(text[text.index("{"):])["jobs"][0]["read"]
 ios = max(r["total_ios"], 1)
 cpu_s = int(ticks) / os.sysconf("SC_CLK_TCK")
 mib = r["io_bytes"] / (r["runtime"] / 1000) / 2**20 if r["runtime"] else 0.0
-print(f"{cs}\t{jobs}\t{rnd}\t{mib:.2f}\t{cpu_s / ios * 1e6:.1f}\t{cpu_s / int(rt) * 100:.2f}")
+print(f"{cs}\t{jobs}\t{rnd}\t{mib:.2f}\t{cpu_s / ios * 1e6:.1f}\t{cpu_s / int(rt) * 100:.2f}\t{int(sw) / ios:.2f}")
 EOF
-	log "$(tail -n 1 "$RAW" | awk -F'\t' '{ printf "%s, %s jobs, round %s: %s MiB/s, %s us CPU/read, %s%% of a core", $1, $2, $3, $4, $5, $6 }')"
+	log "$(tail -n 1 "$RAW" | awk -F'\t' '{ printf "%s, %s jobs, round %s: %s MiB/s, %s us CPU/read, %s%% of a core, %s switches/read", $1, $2, $3, $4, $5, $6, $7 }')"
 }
 
 one=("$MNT/f1")
@@ -139,7 +146,7 @@ echo
 echo "sequential 4 KiB reads, every read() a FUSE request, ${RT}s per run, $ROUNDS rounds, $RATE reads/s per job when paced or throttled; $(nproc) CPUs, $(uname -r)"
 echo "CPU = utime+stime of the FUSE server / reads completed"
 ROWS=$WORK/rows.tsv
-printf 'case\tjobs\tround\tMiB/s\tCPU us/read\tcore %%\n' >"$ROWS"
+printf 'case\tjobs\tround\tMiB/s\tCPU us/read\tcore %%\tswitches/read\n' >"$ROWS"
 cat "$RAW" >>"$ROWS"
 echo
 print_table "$ROWS"
@@ -148,13 +155,13 @@ python3 - "$RAW" <<'EOF'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 med = {}
-for cs, jobs, _, mib, cpu, core in rows:
-    med.setdefault((cs, jobs), []).append((float(mib), float(cpu), float(core)))
-m = {k: tuple(statistics.median(x[i] for x in v) for i in range(3)) for k, v in med.items()}
+for cs, jobs, _, mib, cpu, core, sw in rows:
+    med.setdefault((cs, jobs), []).append((float(mib), float(cpu), float(core), float(sw)))
+m = {k: tuple(statistics.median(x[i] for x in v) for i in range(4)) for k, v in med.items()}
 w = max(len(f"{cs}, {jobs} job(s)") for cs, jobs in m)
-print(f"{'median':<{w}} | MiB/s | CPU us/read | core %")
-for (cs, jobs), (mib, cpu, core) in m.items():
-    print(f"{cs + ', ' + jobs + ' job(s)':<{w}} | {mib:5.2f} | {cpu:11.1f} | {core:6.2f}")
+print(f"{'median':<{w}} | MiB/s | CPU us/read | core % | switches/read")
+for (cs, jobs), (mib, cpu, core, sw) in m.items():
+    print(f"{cs + ', ' + jobs + ' job(s)':<{w}} | {mib:5.2f} | {cpu:11.1f} | {core:6.2f} | {sw:13.2f}")
 print()
 def ratio(a, b, what):
     if a in m and b in m and m[b][1]:
