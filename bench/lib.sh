@@ -315,6 +315,31 @@ stop_fuse() {
 	forget_daemon "$FUSE_PID"
 }
 
+# start_fuseuring LOGFILE MOUNTPOINT ARGS...: start the minimal server
+# bench/fuseuring (built as $FUSEURING) and wait for its "ready" line,
+# printed once a stat through the mount was answered. Sets FUSE_PID; on
+# failure prints its log and returns 1.
+start_fuseuring() {
+	local logf=$1 mnt=$2 i
+	shift 2
+	"$FUSEURING" "$@" "$mnt" >"$logf" 2>&1 &
+	FUSE_PID=$!
+	DAEMON_PIDS+=("$FUSE_PID")
+	DAEMON_MNTS+=("$mnt")
+	for ((i = 0; i < 200; i++)); do
+		grep -q '^ready' "$logf" && return 0
+		proc_alive "$FUSE_PID" || break
+		sleep 0.1
+	done
+	echo "error: the minimal FUSE server ($*) was not ready; its log:" >&2
+	sed 's/^/    /' "$logf" >&2
+	return 1
+}
+
+# cpu_ticks PID: utime + stime of PID so far, in clock ticks (the fields
+# after the command name, which may hold spaces).
+cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
+
 # sluice_mount LOGFILE SOURCE MOUNTPOINT [FLAGS...]
 sluice_mount() {
 	local logf=$1 src=$2 mnt=$3

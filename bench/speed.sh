@@ -71,8 +71,6 @@ AS_USER=(setpriv --reuid=1001 --regid=1001 --clear-groups)
 ROWS=$WORK/rows
 : >"$ROWS"
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-
 # fio_args CASE: the fio arguments of a workload, without the file.
 fio_args() {
 	local a=(--rw=read --direct=0 --numjobs=1 --ioengine=psync --runtime="$RT" --time_based

@@ -52,9 +52,9 @@ make_workdir
 # fio runs as uid $FIO_UID and must reach the mount point inside $WORK.
 chmod 711 "$WORK"
 
-BIN=$WORK/bin/fuseuring
+FUSEURING=$WORK/bin/fuseuring
 mkdir -p "$WORK/bin"
-go_build "$BIN" ./bench/fuseuring || die "cannot build ./bench/fuseuring"
+go_build "$FUSEURING" ./bench/fuseuring || die "cannot build ./bench/fuseuring"
 
 build_sluice
 [ -n "$SLUICE" ] || die "sluice does not build"
@@ -76,7 +76,7 @@ chmod 644 "$BACKING"
 # start_server TRANSPORT LOG: mount and wait for the server's "ready" line
 # (printed once a stat of MNT/f was answered over TRANSPORT). Sets FUSE_PID.
 start_server() {
-	local tr=$1 logf=$2 i
+	local tr=$1 logf=$2
 	case $tr in
 	sluice)
 		sluice_mount "$logf" "$SRC" "$MNT" --allow-other
@@ -87,25 +87,11 @@ start_server() {
 		return
 		;;
 	esac
-	"$BIN" -transport "$tr" -entries "$ENTRIES" -backing "$BACKING" "$MNT" >"$logf" 2>&1 &
-	FUSE_PID=$!
-	DAEMON_PIDS+=("$FUSE_PID")
-	DAEMON_MNTS+=("$MNT")
-	for ((i = 0; i < 200; i++)); do
-		grep -q '^ready' "$logf" && return 0
-		if ! proc_alive "$FUSE_PID"; then
-			echo "error: the $tr server exited before it was ready; its log:" >&2
-			sed 's/^/    /' "$logf" >&2
-			if [ "$tr" = uring ]; then
-				echo "kernel messages about FUSE:" >&2
-				dmesg | grep -i fuse | tail -n 5 | sed 's/^/    /' >&2 || true
-			fi
-			return 1
-		fi
-		sleep 0.1
-	done
-	echo "error: the $tr server was not ready after 20s; its log:" >&2
-	sed 's/^/    /' "$logf" >&2
+	start_fuseuring "$logf" "$MNT" -transport "$tr" -entries "$ENTRIES" -backing "$BACKING" && return 0
+	if [ "$tr" = uring ]; then
+		echo "kernel messages about FUSE:" >&2
+		dmesg | grep -i fuse | tail -n 5 | sed 's/^/    /' >&2 || true
+	fi
 	return 1
 }
 
@@ -119,8 +105,6 @@ check_data() {
 	timeout 20 cmp -n 1048576 -i 536870912 "$MNT/f" "$BACKING" ||
 		die "$MNT/f differs from the backing file at offset 512 MiB (or cmp hung)"
 }
-
-cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
 
 RAW=$WORK/raw.tsv
 : >"$RAW"

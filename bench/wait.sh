@@ -42,8 +42,8 @@ setup_traps
 make_workdir
 chmod 711 "$WORK"
 mkdir -p "$WORK/bin"
-FLOOR=$WORK/bin/fuseuring
-go_build "$FLOOR" ./bench/fuseuring || die "cannot build ./bench/fuseuring"
+FUSEURING=$WORK/bin/fuseuring
+go_build "$FUSEURING" ./bench/fuseuring || die "cannot build ./bench/fuseuring"
 build_sluice
 [ -n "$SLUICE" ] || die "sluice does not build"
 
@@ -59,24 +59,6 @@ cat "$SRC"/f* >/dev/null
 MNT=$WORK/mnt
 mkdir -p "$MNT"
 
-# start_floor LOG: the minimal server over f1 (the file it serves is f),
-# ready once it has answered a stat. Sets FUSE_PID.
-start_floor() {
-	local i
-	"$FLOOR" -transport dev -backing "$SRC/f1" "$MNT" >"$1" 2>&1 &
-	FUSE_PID=$!
-	DAEMON_PIDS+=("$FUSE_PID")
-	DAEMON_MNTS+=("$MNT")
-	for ((i = 0; i < 200; i++)); do
-		grep -q '^ready' "$1" && return 0
-		proc_alive "$FUSE_PID" || break
-		sleep 0.1
-	done
-	sed 's/^/    /' "$1" >&2
-	die "the minimal FUSE server did not start"
-}
-
-cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
 # switches PID: context switches of all of PID's threads so far (those of
 # threads that have exited are not counted; the servers keep theirs).
 switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { s += $2 } END { print s + 0 }'; }
@@ -135,7 +117,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 	run paced 8 "$round" "${eight[@]}"
 	run full 1 "$round" "${one[@]}"
 	stop_fuse
-	start_floor "$WORK/floor.log"
+	start_fuseuring "$WORK/floor.log" "$MNT" -transport dev -backing "$SRC/f1" || die "the minimal FUSE server did not start"
 	run floor-paced 1 "$round" "$MNT/f"
 	run floor-paced 8 "$round" "${floor8[@]}"
 	run floor-full 1 "$round" "$MNT/f"
