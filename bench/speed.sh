@@ -18,7 +18,9 @@
 #   sluice unreached  the group has a limit it never reaches (reads:
 #                     riops=10000000, writes: wbps=10GiB), --cache-mode auto
 # and, for r4k, the unreached limit served with --cache-mode direct; for
-# w4k and w1m, both groups again with --write-cache.
+# w4k and w1m, both groups again with --write-cache, and the unreached
+# limit with --write-cache --cache-mode kernel (its writes cached, the
+# writeback paced).
 # Workloads:
 #   r4k r64k r1m   sequential buffered reads of 4 KiB, 64 KiB, 1 MiB
 #   r1mhot         the same 1 MiB reads of a file read once just before
@@ -179,6 +181,8 @@ for cs in $CASES; do
 		through_sluice "$cs" "sluice unlimited, write cache" - --write-cache
 		log "$cs: sluice, $unreached, --write-cache"
 		through_sluice "$cs" "sluice unreached, write cache" - --limit "$unreached" --write-cache
+		log "$cs: sluice, $unreached, --write-cache --cache-mode kernel"
+		through_sluice "$cs" "sluice unreached, write cache, kernel" - --limit "$unreached" --write-cache --cache-mode kernel
 	fi
 done
 

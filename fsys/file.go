@@ -176,6 +176,7 @@ type handle struct {
 	cred    *backing.Cred // the opener's, for writeback without a caller
 	direct  bool          // opened with FOPEN_DIRECT_IO
 	cachedW bool          // open for writing through the write cache
+	pacedWB bool          // cachedW by a limited group: its writeback is paced
 	splice  bool          // large unthrottled reads are spliced from file (see spliceMin)
 	pass    bool          // registered for passthrough
 
@@ -258,8 +259,12 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 // write writes data at off. kill: the caller lacks CAP_FSETID. cached:
 // the kernel is writing back its page cache (FUSE_WRITE_CACHE: pages
 // written through mmap, or a file's cached pages flushed), which no
-// caller waits on; for a limited group it is written at once and charged
-// as debt (stack.WriteBack) rather than queued behind the budget.
+// caller waits on. For a limited group it is paced like a write() when
+// the group's writable open went through the write cache (writesCached),
+// and the kernel holds the writer at the mount's dirty bound. Otherwise
+// (mmap of a direct open, a file opened before its group had a limit) it
+// is written at once and charged as debt (stack.WriteBack) rather than
+// queued behind the budget.
 func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached bool) (uint32, syscall.Errno) {
 	f := h.node.fsys
 	if kill {
@@ -301,7 +306,7 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached
 				f.eng.Changed(id, off, int64(n))
 			}
 			return n, err
-		case cached:
+		case cached && !by.pacedWB:
 			return f.eng.WriteBack(&h.sh, g, w, data, off)
 		}
 		return f.eng.Write(ctx, &h.sh, g, w, data, off)

@@ -76,15 +76,19 @@ type Options struct {
 	MapDirty int64
 	// WriteCache lets the kernel's page cache take the write()s of files
 	// not served with direct I/O (FUSE writeback cache): those of groups
-	// with no write limit on their path. A write() then returns once its
-	// data is in the mount's page cache, and the kernel sends sluice the
-	// dirty pages in large writes later: at the latest when the file is
-	// closed or synced with fsync, which report any error of them. Files
-	// that a group with a write limit opens for writing are served with
-	// direct I/O then, so their write()s are paced as without it. The
-	// kernel keeps the sizes and times of the mount's files itself, so a
-	// file changed on SOURCE behind sluice's back shows its old size
-	// until the kernel forgets it. The default is false.
+	// with no write limit on their path and, under CacheKernel, of those
+	// whose write limits write back the mount's dirty bound (64 MiB at
+	// least) within WriteCacheDrain. A write()
+	// then returns once its data is in the mount's page cache, and the
+	// kernel sends sluice the dirty pages in large writes later: at the
+	// latest when the file is closed or synced with fsync, which report any
+	// error of them. A limited group's writeback is paced, and the kernel
+	// holds its writer once the mount's dirty pages reach the bound. Files
+	// that other limited groups open for writing are served with direct
+	// I/O, so their write()s are paced as without it. The kernel keeps the
+	// sizes and times of the mount's files itself, so a file changed on
+	// SOURCE behind sluice's back shows its old size until the kernel
+	// forgets it. The default is false.
 	WriteCache bool
 	// CacheMode says how files opened by a limited group are served (see
 	// CacheMode). The default is CacheAuto.
@@ -110,7 +114,9 @@ const (
 	CacheDirect
 	// CacheKernel lets the kernel's page cache serve every group: reads
 	// it holds cost no round trip, and sluice charges and paces the reads
-	// the kernel sends (its readahead) and every write.
+	// the kernel sends (its readahead) and every write. With WriteCache it
+	// also takes the write()s of groups whose write limits are high enough
+	// (WriteCacheDrain), and sluice paces their writeback.
 	CacheKernel
 )
 
@@ -157,6 +163,10 @@ type FS struct {
 	// spliceMax is the largest unthrottled read replied by splicing from
 	// the backing file (a pipe must hold the reply); 0 turns splicing off.
 	spliceMax int
+
+	// dirty is the mount's bound on dirty pages in bytes (MapDirty, or
+	// the kernel's own), or -1 when unknown.
+	dirty int64
 
 	full   atomic.Bool  // SOURCE's file system is nearly full (see nearFull)
 	fullAt atomic.Int64 // when full was checked, Unix ns
@@ -299,6 +309,12 @@ func Mount(opts Options) (*FS, error) {
 	// mapping runs further ahead of its limit before it is paced.
 	if dirty > 0 {
 		setBDI(opts.Mountpoint, "max_bytes", strconv.FormatInt(dirty, 10))
+	}
+	// The bound in force, for the write cache's rule (see writesCached):
+	// the kernel's own when it took none of sluice's.
+	f.dirty = dirty
+	if b, err := getBDI(opts.Mountpoint, "max_bytes"); err == nil && b > 0 {
+		f.dirty = b
 	}
 	return f, nil
 }
@@ -488,10 +504,31 @@ func pipeMax() int {
 // device info in /sys/class/bdi: read_ahead_kb is the window of groups that
 // use the kernel's page cache, max_bytes bounds its dirty pages.
 func setBDI(mountpoint, name, value string) error {
-	var st syscall.Stat_t
-	if err := syscall.Stat(mountpoint, &st); err != nil {
+	path, err := bdiPath(mountpoint, name)
+	if err != nil {
 		return err
 	}
-	path := fmt.Sprintf("/sys/class/bdi/%d:%d/%s", unix.Major(st.Dev), unix.Minor(st.Dev), name)
 	return os.WriteFile(path, []byte(value), 0)
+}
+
+// getBDI reads the number in the mount's backing device setting name.
+func getBDI(mountpoint, name string) (int64, error) {
+	path, err := bdiPath(mountpoint, name)
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// bdiPath is the file of the mount's backing device setting name.
+func bdiPath(mountpoint, name string) (string, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(mountpoint, &st); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("/sys/class/bdi/%d:%d/%s", unix.Major(st.Dev), unix.Minor(st.Dev), name), nil
 }

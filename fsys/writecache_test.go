@@ -115,8 +115,9 @@ func TestWriteCacheWriteOnly(t *testing.T) {
 }
 
 // TestWriteCacheLimitedPaced: with the write cache, a group with a write
-// limit still writes through direct I/O: each write() reaches sluice and
-// waits for its budget, so 4 MiB at wbps=4MiB take about a second.
+// limit below the rule's (writesCached) still writes through direct I/O,
+// even in CacheKernel mode: each write() reaches sluice and waits for its
+// budget, so 4 MiB at wbps=4MiB take about a second.
 func TestWriteCacheLimitedPaced(t *testing.T) {
 	const size, bs = 4 << 20, 64 << 10
 	rules := []group.Rule{{Group: "t", UID: new(uint32(1002))}}
@@ -284,5 +285,90 @@ func TestWriteCacheReserved(t *testing.T) {
 	t.Logf("10 MiB on a file system of 16 MiB, half of it kept for root: on SOURCE %v; through the mount, via root's open, %v", direct, err)
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("the user's 10 MiB written back through root's open: %v, want ENOSPC as on SOURCE", err)
+	}
+}
+
+// TestWriteCacheLimitedCached: with the write cache in CacheKernel mode, a
+// group whose write limit writes back the mount's dirty bound within
+// WriteCacheDrain writes into the kernel's cache: its 4 KiB write()s reach sluice as a few large
+// writes, and its writeback is paced, so the kernel holds the writer at
+// the limit over the run, close included. The least bound the rule assumes
+// (64 MiB, so 640 MiB/s) is lowered to the mount's 1 MiB here, so that
+// wbps=16MiB qualifies and binds.
+func TestWriteCacheLimitedCached(t *testing.T) {
+	const size, bs, bps = 32 << 20, 4096, 16 << 20
+	defer func(b int64) { minDrainBytes = b }(minDrainBytes)
+	minDrainBytes = 1 << 20
+	rules := []group.Rule{{Group: "t", UID: new(uint32(1002))}}
+	src, mnt, f := mount(t, Options{AllowOther: true, WriteCache: true, MapDirty: 1 << 20, CacheMode: CacheKernel,
+		Rules: rules, Limits: []group.LimitSpec{limit(t, "t wbps=16MiB")}})
+	os.Chmod(src, 0o777)
+	if f.dirty <= 0 || f.dirty > 1<<20 {
+		t.Skipf("the mount's dirty bound is %d, not about the 1 MiB asked (kernel before 6.2?)", f.dirty)
+	}
+	data := writeRandom(t, filepath.Join(t.TempDir(), "want"), size, 16)
+	start := time.Now()
+	if err := writeSmall(t, 1002, filepath.Join(mnt, "f"), data, bs); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	got, _ := os.ReadFile(filepath.Join(src, "f"))
+	sameBytes(t, "SOURCE after close", got, data)
+	m := groupMetrics(t, f, "t")
+	rate := float64(size) / took.Seconds() / bps
+	t.Logf("32 MiB in 4 KiB writes at wbps=16MiB through the cache: %v (%.3f of the limit), %d writes reached sluice, throttled %v",
+		took, rate, m.AppWrites, time.Duration(m.WThrottledNs))
+	if m.AppWrites > size/bs/8 {
+		t.Errorf("%d writes reached sluice for %d write() calls, want at most %d (through the cache)", m.AppWrites, size/bs, size/bs/8)
+	}
+	if rate < 0.9 || rate > 1.1 {
+		t.Errorf("the writer wrote at %.3f of its limit, want 0.9 to 1.1", rate)
+	}
+
+	// While the limited writer holds the mount's dirty bound, the kernel
+	// slows the mount's other cached writers toward its rate, not far below.
+	errc := make(chan error, 1)
+	waited := m.WThrottledNs
+	go func() { errc <- writeSmall(t, 1002, filepath.Join(mnt, "f"), data, bs) }()
+	// Once its writeback waits, the limited writer has filled the bound.
+	for deadline := time.Now().Add(10 * time.Second); groupMetrics(t, f, "t").WThrottledNs == waited; {
+		if time.Now().After(deadline) {
+			t.Fatal("the limited writer's writeback never waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	other := data[:8<<20]
+	start = time.Now()
+	if err := writeSmall(t, 1001, filepath.Join(mnt, "other"), other, bs); err != nil {
+		t.Fatal(err)
+	}
+	beside := float64(len(other)) / time.Since(start).Seconds() / bps
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("an unlimited writer beside it: 8 MiB at %.3f of the limited group's rate", beside)
+	if beside < 0.5 {
+		t.Errorf("an unlimited writer beside the limited one wrote at %.3f of the limited group's rate, want at least 0.5", beside)
+	}
+}
+
+// TestWriteCacheRule: which limited groups' write()s the write cache takes
+// with the default 64 MiB bound: in CacheKernel mode those whose limits
+// write it back within WriteCacheDrain, none below 640 MiB/s even with a
+// smaller bound; in CacheAuto mode none.
+func TestWriteCacheRule(t *testing.T) {
+	for _, c := range []struct {
+		mode  CacheMode
+		dirty int64
+	}{{CacheKernel, 64 << 20}, {CacheKernel, 1 << 20}, {CacheAuto, 64 << 20}} {
+		_, _, f := mount(t, Options{WriteCache: true, MapDirty: c.dirty, CacheMode: c.mode,
+			Limits: []group.LimitSpec{limit(t, "a wbps=640MiB"), limit(t, "b wbps=639MiB"),
+				limit(t, "c wiops=5120"), limit(t, "d wiops=5119"), limit(t, "e rbps=1GiB"), limit(t, "f wbps=10GiB wiops=100000")}})
+		for name, want := range map[string]bool{"a": true, "b": false, "c": true, "d": false, "e": true, "f": true} {
+			want = want && c.mode == CacheKernel
+			if got := f.writesCached(f.group(name)); got != want {
+				t.Errorf("mode %d, bound %d (in force %d): group %s: writes cached %v, want %v", c.mode, c.dirty, f.dirty, name, got, want)
+			}
+		}
 	}
 }

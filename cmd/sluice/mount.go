@@ -67,8 +67,10 @@ stale) and is neither read nor written again; the last healthy one never is.
   --mirror /mnt/nvme/data --mirror /mnt/ssd/data --read-policy adaptive
 
 Each write() reaches sluice as a request of its own. With --write-cache the
-kernel's page cache gathers those of groups without a write limit and sends
-them on in large writes: small writes run near native speed, but a write()
+kernel's page cache gathers those of groups without a write limit (and,
+with --cache-mode kernel, of groups whose write limit writes back the dirty
+bound of --map-dirty within 100 ms: 640 MiB/s for 64 MiB; sluice paces that
+writeback) and sends them on in large writes: small writes run near native speed, but a write()
 returns before its data reaches SOURCE (close and fsync wait for it and
 report its errors; sync does not wait), and a file changed on SOURCE behind
 sluice's back keeps its old size through the mount.
@@ -123,7 +125,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
 	fs.StringVar(&o.cacheMode, "cache-mode", o.cacheMode, fmt.Sprintf("how limited groups' files are served: direct (every read() and write() reaches sluice; its readahead sized to the group's budget), kernel (the kernel's page cache serves what it holds; sluice paces the reads it sends), auto (kernel for groups whose read limits are at least %s and %d IOPS, direct below)", group.FormatSize(fsys.KernelCacheBPS), fsys.KernelCacheIOPS))
 	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, fmt.Sprintf("dirty pages the kernel may keep of the mount's files (written through shared mappings, and with --write-cache by write()); a limited group's mmap writer runs ahead of its limit by about this much before it is paced (auto: %s, or %s with --write-cache; kernel: the kernel's own bound, 1%% of its dirty limit)", group.FormatSize(fsys.DefaultMapDirty), group.FormatSize(fsys.DefaultWriteCacheDirty)))
-	fs.BoolVar(&o.writeCache, "write-cache", false, "let the kernel's page cache take the write()s of groups with no write limit and send them on in large writes: small writes stop paying a round trip each, but a write() returns before its data reaches SOURCE (close and fsync wait for it and report its errors; sync does not wait), and files changed on SOURCE behind sluice's back keep their old size through the mount")
+	fs.BoolVar(&o.writeCache, "write-cache", false, "let the kernel's page cache take the write()s of groups with no write limit (with --cache-mode kernel, also of those whose limit writes back the --map-dirty bound within 100 ms, their writeback paced) and send them on in large writes: small writes stop paying a round trip each, but a write() returns before its data reaches SOURCE (close and fsync wait for it and report its errors; sync does not wait), and files changed on SOURCE behind sluice's back keep their old size through the mount")
 	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&o.logLevel, "log-level", "info", "what the log (stderr, as key=value lines) shows: debug (every FUSE request too), info (start, stop, reloads), warn (a mirror turning stale, failures), error")
