@@ -115,33 +115,12 @@ func (e *Engine) Group(path string) *throttle.Group {
 	return e.st.Group(path)
 }
 
-// ReadLimits returns the tightest read limits on g's path: bytes and
-// I/Os per second, 0 where no level limits them.
-func (e *Engine) ReadLimits(g *throttle.Group) (bps, iops int64) {
-	return e.pathLimits(g, func(l throttle.Limits) (int64, int64) { return l.RBPS, l.RIOPS })
-}
-
-// WriteLimits is ReadLimits for writes.
-func (e *Engine) WriteLimits(g *throttle.Group) (bps, iops int64) {
-	return e.pathLimits(g, func(l throttle.Limits) (int64, int64) { return l.WBPS, l.WIOPS })
-}
-
-// pathLimits returns the tightest pair of limits of (bytes, I/Os) that
-// of picks from each level on g's path.
-func (e *Engine) pathLimits(g *throttle.Group, of func(throttle.Limits) (int64, int64)) (bps, iops int64) {
+// PathLimits returns the tightest limits on g's path, per key, 0 where
+// no level limits it (throttle.Group.PathLimits).
+func (e *Engine) PathLimits(g *throttle.Group) throttle.Limits {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	tight := func(cur, v int64) int64 {
-		if v == 0 || cur != 0 && cur <= v {
-			return cur
-		}
-		return v
-	}
-	for x := g; x != nil; x = x.Parent() {
-		b, i := of(x.Limits())
-		bps, iops = tight(bps, b), tight(iops, i)
-	}
-	return bps, iops
+	return g.PathLimits()
 }
 
 // SetLimits changes a group's limits now; queued requests are re-timed.

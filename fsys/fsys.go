@@ -105,8 +105,9 @@ type CacheMode int
 
 const (
 	// CacheAuto serves a group through the kernel's page cache when its
-	// read limits are at least KernelCacheBPS (and KernelCacheIOPS), or
-	// absent, and with direct I/O below.
+	// read limits are at least stack.KernelCacheBPS (and
+	// stack.KernelCacheIOPS), or absent, and with direct I/O below
+	// (stack.KernelCache).
 	CacheAuto CacheMode = iota
 	// CacheDirect opens every limited group's files with FOPEN_DIRECT_IO:
 	// every read() and write() reaches sluice, and sluice's readahead,
@@ -118,19 +119,6 @@ const (
 	// also takes the write()s of groups whose write limits are high enough
 	// (WriteCacheDrain), and sluice paces their writeback.
 	CacheKernel
-)
-
-// Read limits from which CacheAuto serves a group through the kernel's
-// page cache: there a demand read waits behind at most one kernel
-// readahead request (up to 1 MiB, 31 ms at 32 MiB/s). Measured with 4 KiB
-// sequential reads (bench/speed.sh), direct I/O's worst wait was 4-6 ms
-// up to 30 MiB/s against the page cache's 23-105 ms; from 40 MiB/s, as its
-// one round trip per read nears saturation, direct I/O waited longer (27
-// ms at 40, where the page cache waited 15) and from 50 it fell short of
-// the limit, which the page cache held at a tenth of the CPU.
-const (
-	KernelCacheBPS  = 32 << 20
-	KernelCacheIOPS = 512
 )
 
 // DefaultMapDirty is Options.MapDirty's default.

@@ -10,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"sluice/backing"
+	"sluice/stack"
 	"sluice/throttle"
 )
 
@@ -218,7 +219,8 @@ func (f *FS) writesCached(g *throttle.Group) bool {
 	if f.opts.CacheMode != CacheKernel {
 		return false
 	}
-	bps, iops := f.eng.WriteLimits(g)
+	l := f.eng.PathLimits(g)
+	bps, iops := l.WBPS, l.WIOPS
 	bytes := float64(max(f.dirty, minDrainBytes))
 	drain := WriteCacheDrain.Seconds()
 	return (bps == 0 || float64(bps)*drain >= bytes) &&
@@ -234,8 +236,7 @@ func (f *FS) kernelCache(g *throttle.Group) bool {
 	case CacheKernel:
 		return true
 	}
-	bps, iops := f.eng.ReadLimits(g)
-	return (bps == 0 || bps >= KernelCacheBPS) && (iops == 0 || iops >= KernelCacheIOPS)
+	return stack.KernelCache(f.eng.PathLimits(g))
 }
 
 // registerPassthrough registers the node's backing file with the kernel

@@ -111,3 +111,22 @@ func (o *Options) Validate() error {
 func (o *Options) minCache() int64 {
 	return cacheWindows * max(o.Readahead, PageSize)
 }
+
+// Read limits from which the mount's auto cache mode (fsys.CacheAuto)
+// serves a group through the kernel's page cache: there a demand read waits behind at most one kernel
+// readahead request (up to 1 MiB, 31 ms at 32 MiB/s). Measured with 4 KiB
+// sequential reads (bench/speed.sh), direct I/O's worst wait was 4-6 ms
+// up to 30 MiB/s against the page cache's 23-105 ms; from 40 MiB/s, as its
+// one round trip per read nears saturation, direct I/O waited longer (27
+// ms at 40, where the page cache waited 15) and from 50 it fell short of
+// the limit, which the page cache held at a tenth of the CPU.
+const (
+	KernelCacheBPS  = 32 << 20
+	KernelCacheIOPS = 512
+)
+
+// KernelCache reports whether the mount's auto cache mode serves a group
+// whose path limits are l through the kernel's page cache.
+func KernelCache(l throttle.Limits) bool {
+	return (l.RBPS == 0 || l.RBPS >= KernelCacheBPS) && (l.RIOPS == 0 || l.RIOPS >= KernelCacheIOPS)
+}

@@ -137,6 +137,24 @@ func (g *Group) Parent() *Group {
 // Limits returns the group's own limits (not its ancestors').
 func (g *Group) Limits() Limits { return g.limits }
 
+// PathLimits returns the tightest limit of each key on g's path, g's own
+// and its ancestors': 0 where no level sets one.
+func (g *Group) PathLimits() Limits {
+	tight := func(cur, v int64) int64 {
+		if v == 0 || cur != 0 && cur <= v {
+			return cur
+		}
+		return v
+	}
+	var t Limits
+	for x := g; x != nil; x = x.Parent() {
+		l := x.limits
+		t = Limits{RBPS: tight(t.RBPS, l.RBPS), WBPS: tight(t.WBPS, l.WBPS),
+			RIOPS: tight(t.RIOPS, l.RIOPS), WIOPS: tight(t.WIOPS, l.WIOPS)}
+	}
+	return t
+}
+
 // Limited reports whether g or any ancestor has a limit in either
 // direction, that is, whether g's I/O needs to pass through the throttle
 // at all. Unlike the rest of the Tree it is safe to call concurrently with
