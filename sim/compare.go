@@ -8,7 +8,8 @@ import (
 
 // Set changes one [mount] key of the scenario, as --compare does:
 // max-io, readahead, readahead-budget (on/off), cache, burst, max-wait,
-// max-read, fuse-latency, write-throttle, dirty-limit, read-policy.
+// max-read, fuse-latency, write-throttle, dirty-limit, read-policy,
+// cache-mode, page-cache.
 func (sc *Scenario) Set(key, value string) error {
 	m := &sc.Mount
 	var err error
@@ -42,8 +43,12 @@ func (sc *Scenario) Set(key, value string) error {
 		err = m.DirtyLimit.UnmarshalText([]byte(value))
 	case "read-policy":
 		m.ReadPolicy = value
+	case "cache-mode":
+		m.CacheMode = value
+	case "page-cache":
+		err = m.PageCache.UnmarshalText([]byte(value))
 	default:
-		return fmt.Errorf("--compare %s: unknown key; want one of max-io, readahead, readahead-budget, cache, burst, max-wait, max-read, fuse-latency, write-throttle, dirty-limit, read-policy", key)
+		return fmt.Errorf("--compare %s: unknown key; want one of max-io, readahead, readahead-budget, cache, burst, max-wait, max-read, fuse-latency, write-throttle, dirty-limit, read-policy, cache-mode, page-cache", key)
 	}
 	if err != nil {
 		return fmt.Errorf("--compare %s=%s: %v", key, value, err)

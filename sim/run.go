@@ -120,6 +120,7 @@ type file struct {
 	mirrored bool
 	owner    *thread
 	wb       *stack.Handle // the kernel flusher's handle (write-throttle=writeback)
+	kc       *kfile        // the kernel's page cache of it
 }
 
 // thread is one copy of a job (fio's numjobs).
@@ -133,6 +134,8 @@ type thread struct {
 	issued  int64 // bytes of requests started
 	writes  int
 	stopped bool
+	kernel  bool    // reads through the kernel's page cache (see pagecache.go)
+	ra      raState // the kernel's readahead of its open
 }
 
 // jobRun gathers a job's copies and results.
@@ -161,6 +164,7 @@ const (
 	opSync    // sync(2): every device, after the dirty data of every group
 	opFlush   // the kernel flusher writing back dirty data
 	opDevSync // one device's flush for a sync
+	opKRead   // a FUSE read the kernel sends for its page cache (see kread)
 )
 
 // call is one application request in flight, sent to sluice as FUSE
@@ -210,6 +214,10 @@ type runner struct {
 	// fanout counts, per write or flush sent to every mirror, the mirrors
 	// still to answer, and the first error.
 	fanout map[*stack.IO]*fan
+	// pc is the kernel's page cache, and kio the device reads made for
+	// the kernel's FUSE reads, by their call.
+	pc  pcache
+	kio map[*stack.IO]*call
 }
 
 type fan struct {
@@ -255,6 +263,11 @@ func Run(sc *Scenario) (*Result, error) {
 	}
 	r.kernel.init(sc)
 	r.fanout = map[*stack.IO]*fan{}
+	r.kio = map[*stack.IO]*call{}
+	r.pc.limit = int64(sc.Mount.PageCache)
+	if r.pc.limit == 0 {
+		r.pc.limit = defaultPageCache
+	}
 	for i, d := range sc.Devices {
 		m := &device.Model{Name: d.Name, Bandwidth: int64(d.Bandwidth), Latency: d.Latency.Dist, QueueDepth: d.QueueDepth}
 		if m.Latency.Kind == "" {
@@ -319,7 +332,14 @@ func Run(sc *Scenario) (*Result, error) {
 				}
 			}
 			t := &thread{job: jr, f: f, h: &stack.Handle{Ino: f.ino, File: f}, pid: pid,
-				rng: rand.New(rand.NewPCG(sc.Seed, uint64(ji*1000+k+1)))}
+				rng: rand.New(rand.NewPCG(sc.Seed, uint64(ji*1000+k+1))), ra: raState{prev: -1}}
+			if j.RW == "read" || j.RW == "randread" {
+				// As the mount opens it: through the kernel's page cache
+				// (sluice paces what the kernel sends; a short reply at
+				// the end of the file is taken whole) or with direct I/O.
+				t.kernel = kernelServed(sc.Mount.CacheMode, jr.g)
+				t.h.Whole = t.kernel
+			}
 			pid++
 			if f.owner == nil {
 				f.owner = t
@@ -453,6 +473,10 @@ func (r *runner) submit(c *call) {
 	defer func() { r.cur = nil }()
 	switch c.op {
 	case opRead:
+		if t.kernel {
+			r.kread(c)
+			return
+		}
 		if r.cached(c) {
 			return
 		}
@@ -465,6 +489,8 @@ func (r *runner) submit(c *call) {
 		r.kernel.dirty(r, c)
 	case opSync:
 		r.kernel.sync(r, c)
+	case opKRead:
+		r.ksubmit(c)
 	}
 }
 
@@ -534,6 +560,9 @@ func (r *runner) answered(c *call) {
 	case opFlush:
 		r.kernel.cleaned(r, c)
 		return
+	case opKRead:
+		r.kdevice(c) // admitted: the driver reads the device
+		return
 	case opDevSync:
 		p := c.parent
 		r.release(c)
@@ -550,6 +579,9 @@ func (r *runner) reply(c *call) {
 	t := c.t
 	j := t.job
 	switch c.op {
+	case opKRead:
+		r.kreply(c)
+		return
 	case opFsync:
 		r.release(c)
 		r.next(t)
@@ -602,65 +634,7 @@ func (r *runner) release(c *call) {
 // apply performs the stack's actions on virtual time.
 func (r *runner) apply(a stack.Actions) {
 	for _, io := range a.Start {
-		f := io.File.(*file)
-		op := device.Read
-		switch io.Op {
-		case stack.OpWrite:
-			op = device.Write
-		case stack.OpFlush:
-			op = device.Flush
-		}
-		n := io.Len
-		if op == device.Read {
-			n = max(min(io.Len, f.size-io.Off), 0)
-		}
-		if io.Op == stack.OpWriteback {
-			// The modelled devices have no page cache: written is on disk.
-			r.push(event{at: r.now, kind: evDevice, io: io, dev: f.devi, m: -1})
-			continue
-		}
-		switch {
-		case !f.mirrored:
-			doneAt, err := f.dev.Start(r.now, op, n)
-			r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: f.devi, m: -1})
-		case op == device.Read:
-			t := r.cur
-			if t == nil {
-				t = f.owner
-			}
-			rd := mirror.Read{PID: t.pid, Off: io.Off, Len: io.Len}
-			m := r.policy.Pick(r.now, rd)
-			r.policy.Started(r.now, m, rd)
-			di := r.mirrors[m]
-			doneAt, err := r.devList[di].Start(r.now, op, n)
-			var hr *hedged
-			if hg, ok := r.policy.(mirror.Hedger); ok && len(r.mirrors) > 1 {
-				// As the mount does: a read still unanswered after the
-				// policy's delay goes to another mirror too (once here; the
-				// mount goes on to a third mirror of three).
-				if after := hg.HedgeAfter(r.now, m); after > 0 && r.now+after < doneAt {
-					hr = &hedged{left: 1}
-					r.push(event{at: r.now + after, kind: evHedge, io: io, n: n, m: m, t: t, h: hr})
-				}
-			}
-			r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: di, m: m, sent: r.now, h: hr})
-			if pr, ok := r.policy.(mirror.Prober); ok {
-				// The mount reads a mirror the policy asks to probe in the
-				// background; so does the model.
-				if pm, ok := pr.Probe(r.now); ok {
-					r.policy.Started(r.now, pm, rd)
-					pd := r.mirrors[pm]
-					doneAt, err := r.devList[pd].Start(r.now, op, n)
-					r.push(event{at: doneAt, kind: evProbe, n: n, err: err, dev: pd, m: pm, sent: r.now})
-				}
-			}
-		default: // writes and flushes go to every mirror
-			r.fanout[io] = &fan{left: len(r.mirrors)}
-			for _, di := range r.mirrors {
-				doneAt, err := r.devList[di].Start(r.now, op, n)
-				r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: di, m: -1})
-			}
-		}
+		r.start(io)
 	}
 	for _, req := range a.Done {
 		c := req.Value.(*call)
@@ -675,6 +649,70 @@ func (r *runner) apply(a stack.Actions) {
 		r.push(event{at: a.Wake, kind: evWake})
 	}
 	r.st.Recycle(a) // nothing above kept its slices
+}
+
+// start sends the device I/O io to its device (or, for a mirror set's
+// read, to the mirror the policy picks).
+func (r *runner) start(io *stack.IO) {
+	f := io.File.(*file)
+	op := device.Read
+	switch io.Op {
+	case stack.OpWrite:
+		op = device.Write
+	case stack.OpFlush:
+		op = device.Flush
+	}
+	n := io.Len
+	if op == device.Read {
+		n = max(min(io.Len, f.size-io.Off), 0)
+	}
+	if io.Op == stack.OpWriteback {
+		// The modelled devices have no page cache: written is on disk.
+		r.push(event{at: r.now, kind: evDevice, io: io, dev: f.devi, m: -1})
+		return
+	}
+	switch {
+	case !f.mirrored:
+		doneAt, err := f.dev.Start(r.now, op, n)
+		r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: f.devi, m: -1})
+	case op == device.Read:
+		t := r.cur
+		if t == nil {
+			t = f.owner
+		}
+		rd := mirror.Read{PID: t.pid, Off: io.Off, Len: io.Len}
+		m := r.policy.Pick(r.now, rd)
+		r.policy.Started(r.now, m, rd)
+		di := r.mirrors[m]
+		doneAt, err := r.devList[di].Start(r.now, op, n)
+		var hr *hedged
+		if hg, ok := r.policy.(mirror.Hedger); ok && len(r.mirrors) > 1 {
+			// As the mount does: a read still unanswered after the
+			// policy's delay goes to another mirror too (once here; the
+			// mount goes on to a third mirror of three).
+			if after := hg.HedgeAfter(r.now, m); after > 0 && r.now+after < doneAt {
+				hr = &hedged{left: 1}
+				r.push(event{at: r.now + after, kind: evHedge, io: io, n: n, m: m, t: t, h: hr})
+			}
+		}
+		r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: di, m: m, sent: r.now, h: hr})
+		if pr, ok := r.policy.(mirror.Prober); ok {
+			// The mount reads a mirror the policy asks to probe in the
+			// background; so does the model.
+			if pm, ok := pr.Probe(r.now); ok {
+				r.policy.Started(r.now, pm, rd)
+				pd := r.mirrors[pm]
+				doneAt, err := r.devList[pd].Start(r.now, op, n)
+				r.push(event{at: doneAt, kind: evProbe, n: n, err: err, dev: pd, m: pm, sent: r.now})
+			}
+		}
+	default: // writes and flushes go to every mirror
+		r.fanout[io] = &fan{left: len(r.mirrors)}
+		for _, di := range r.mirrors {
+			doneAt, err := r.devList[di].Start(r.now, op, n)
+			r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: di, m: -1})
+		}
+	}
 }
 
 // hedge sends a mirror read that has run long to the mirror the policy
@@ -721,6 +759,11 @@ func (r *runner) deviceDone(ev event) {
 		}
 		delete(r.fanout, io)
 		err = fo.err
+	}
+	if c := r.kio[io]; c != nil {
+		delete(r.kio, io)
+		r.kdone(c, n, err)
+		return
 	}
 	f := io.File.(*file)
 	switch io.Op {

@@ -63,6 +63,11 @@ type Mount struct {
 	// ReadPolicy (mirror.Names; default mirror.Default, as the mount), and write to all.
 	Mirrors    []string `toml:"mirrors"`
 	ReadPolicy string   `toml:"read-policy"`
+	// CacheMode is how limited groups' reads are served, as the mount's
+	// --cache-mode: auto (the default), direct or kernel; groups without a
+	// limit always read through the kernel's page cache (pagecache.go).
+	CacheMode string `toml:"cache-mode"`
+	PageCache Size   `toml:"page-cache"` // the kernel's page cache for the mount's files; 0: 4GiB
 }
 
 // defaultDirtyLimit is the page cache's dirty limit when a scenario gives
@@ -75,8 +80,14 @@ func defaultMount() Mount {
 	return Mount{
 		MaxIO: Size(d.MaxIO), Readahead: Size(d.Readahead), ReadaheadBudget: d.ReadaheadBudget,
 		Cache: Size(d.CacheBytes), Burst: Duration(d.Burst), MaxWait: Duration(d.MaxWait),
+		FuseLatency: Duration(defaultFuseLatency),
 	}
 }
+
+// defaultFuseLatency is the FUSE round trip when a scenario gives none:
+// about what a 4 KiB read through sluice takes on the bench's VM at full
+// speed.
+const defaultFuseLatency = 25 * time.Microsecond
 
 // mountKeys names the [mount] key of each field of stack.Options.
 var mountKeys = map[string]string{
@@ -400,6 +411,14 @@ func (sc *Scenario) options() (stack.Options, error) {
 	}
 	if p := m.ReadPolicy; p != "" && !slices.Contains(mirror.Names, p) {
 		return o, &mountError{key: "read-policy", value: p, want: "one of " + strings.Join(mirror.Names, ", ")}
+	}
+	if m.FuseLatency <= 0 {
+		// Reads answered from a cache would take no time at all, and a
+		// time-based job would never end.
+		return o, &mountError{key: "fuse-latency", value: time.Duration(m.FuseLatency).String(), want: "a positive duration such as 25us"}
+	}
+	if cm := m.CacheMode; cm != "" && cm != "auto" && cm != "direct" && cm != "kernel" {
+		return o, &mountError{key: "cache-mode", value: cm, want: "auto, direct or kernel"}
 	}
 	if w := m.WriteThrottle; w != "" && w != "write" && w != "writeback" {
 		return o, &mountError{key: "write-throttle", value: w, want: "write (sluice's pacing at write()) or writeback (the kernel's throttle of the flusher)"}
