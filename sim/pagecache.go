@@ -1,9 +1,9 @@
 package sim
 
 import (
-	"math/bits"
 	"time"
 
+	"sluice/readahead"
 	"sluice/stack"
 	"sluice/throttle"
 )
@@ -18,14 +18,11 @@ import (
 // itself. A direct (O_DIRECT) read of such a group is one such request.
 // Writes are paced at write() as in every mode.
 //
-// The readahead follows Linux's on-demand readahead (mm/readahead.c),
-// simplified: a sequential miss starts a window of 4, 2 or 1 times the
-// request (rounded up to pages, a power of two) by its size against the
-// maximum (kernelRA); reaching the window's marker page starts the next,
-// 4 or 2 times as large up to the maximum; a random miss reads the
-// request alone. The cache holds page-cache bytes (default 4 GiB) and
-// drops the oldest pages read first. A write does not update pages cached
-// by readers of the same file.
+// The kernel's readahead is readahead.State, the port of Linux's
+// on-demand readahead that sluice's own readahead uses, with the kernel's
+// largest window (kernelRA). The cache holds page-cache bytes (default 4
+// GiB) and drops the pages read first. A write does not update pages
+// cached by readers of the same file.
 
 // kernelRA is the kernel's largest readahead window on the mount: the
 // read_ahead_kb that sluice sets (fsys.Mount).
@@ -46,12 +43,6 @@ type kfile struct {
 	reading []uint64 // bitset of pages being read
 	marks   map[int64]bool
 	waiters []*call // reads waiting for pages
-}
-
-// raState is the kernel's readahead state of one open file (one thread).
-type raState struct {
-	start, size, async int64 // the current window, in pages
-	prev               int64 // the last page read, -1 before any
 }
 
 // pcache is the kernel's page cache of the mount.
@@ -114,85 +105,50 @@ func (r *runner) kread(c *call) {
 	}
 	kf := r.kfileOf(f)
 	lo, hi := off/stack.PageSize, (end-1)/stack.PageSize+1
-	ra := &t.ra
-	missing, marked := false, false
+	// As filemap_read: a missing page starts synchronous readahead from
+	// it, a marked page the next window ahead of the reader.
+	ra, max := &t.ra, int64(kernelRA/stack.PageSize)
 	for p := lo; p < hi; p++ {
 		switch {
-		case !bit(kf.cached, p) && !bit(kf.reading, p):
-			missing = true
+		case !kf.Has(p):
+			w := ra.Sync(p, hi-p, max, kf)
+			if w.Start > p {
+				r.readahead(t, kf, readahead.Window{Start: p, Size: w.Start - p})
+			}
+			r.readahead(t, kf, w)
 		case kf.marks[p]:
-			marked = true
 			delete(kf.marks, p)
+			if w, ok := ra.Async(p, hi-p, max, kf); ok {
+				r.readahead(t, kf, w)
+			}
 		}
 	}
-	max := int64(kernelRA / stack.PageSize)
-	req := hi - lo
-	switch {
-	case missing && (lo == 0 || lo == ra.prev || lo == ra.prev+1 || req > max):
-		// A sequential miss: a new window from here.
-		ra.start, ra.size = lo, initRA(req, max)
-		ra.async = ra.size - req
-		if ra.size <= req {
-			ra.async = ra.size
-		}
-		r.readahead(t, kf, ra.start, ra.size, ra.async)
-	case missing:
-		// A random miss reads the request alone.
-		r.readahead(t, kf, lo, req, 0)
-	case marked:
-		// The marker page: the next window, read ahead of the reader.
-		ra.start += ra.size
-		ra.size = nextRA(ra.size, max)
-		ra.async = ra.size
-		r.readahead(t, kf, ra.start, ra.size, ra.async)
-	}
-	ra.prev = hi - 1
+	ra.Accessed(end)
 	c.part = c.n - c.done
 	r.kwait(kf, c, off, end)
 }
 
-// initRA is the kernel's first window for a sequential read of req pages.
-func initRA(req, max int64) int64 {
-	n := int64(1) << bits.Len64(uint64(req-1))
-	switch {
-	case n <= max/32:
-		n *= 4
-	case n <= max/4:
-		n *= 2
-	default:
-		n = max
-	}
-	return min(n, max)
-}
+// Has reports whether page index is in the cache or being read into it
+// (readahead.Cache).
+func (kf *kfile) Has(index int64) bool { return bit(kf.cached, index) || bit(kf.reading, index) }
 
-// nextRA is the kernel's next window after one of cur pages.
-func nextRA(cur, max int64) int64 {
-	switch {
-	case cur < max/16:
-		return 4 * cur
-	case cur <= max/2:
-		return 2 * cur
-	}
-	return max
-}
-
-// readahead reads pages [lo, lo+n) of t's file that are neither cached nor
-// being read, in FUSE requests of at most max-read, marking page
-// lo+n-async to start the next window.
-func (r *runner) readahead(t *thread, kf *kfile, lo, n, async int64) {
+// readahead reads the pages of window w of t's file that are not in the
+// cache, in FUSE requests of at most max-read, and marks w's marker page
+// if it reads it now.
+func (r *runner) readahead(t *thread, kf *kfile, w readahead.Window) {
 	f := t.f
-	hi := min(lo+n, (f.size+stack.PageSize-1)/stack.PageSize)
-	if async > 0 && lo+n-async < hi {
-		kf.marks[lo+n-async] = true
+	hi := min(w.End(), (f.size+stack.PageSize-1)/stack.PageSize)
+	if m := w.Marker(); m >= 0 && m < hi && !kf.Has(m) {
+		kf.marks[m] = true
 	}
 	maxPages := r.maxRead / stack.PageSize
-	for p := lo; p < hi; {
-		if bit(kf.cached, p) || bit(kf.reading, p) {
+	for p := w.Start; p < hi; {
+		if kf.Has(p) {
 			p++
 			continue
 		}
 		q := p
-		for q < hi && q-p < maxPages && !bit(kf.cached, q) && !bit(kf.reading, q) {
+		for q < hi && q-p < maxPages && !kf.Has(q) {
 			setBit(&kf.reading, q, true)
 			q++
 		}
@@ -298,7 +254,7 @@ func (r *runner) kwait(kf *kfile, c *call, off, end int64) {
 		if !bit(kf.cached, p) {
 			if !bit(kf.reading, p) {
 				// Dropped before it was read: read it again.
-				r.readahead(c.t, kf, p, hi-p, 0)
+				r.readahead(c.t, kf, readahead.Window{Start: p, Size: hi - p})
 			}
 			kf.waiters = append(kf.waiters, c)
 			return

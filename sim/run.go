@@ -14,6 +14,7 @@ import (
 
 	"sluice/device"
 	"sluice/mirror"
+	"sluice/readahead"
 	"sluice/stack"
 	"sluice/throttle"
 )
@@ -134,8 +135,8 @@ type thread struct {
 	issued  int64 // bytes of requests started
 	writes  int
 	stopped bool
-	kernel  bool    // reads through the kernel's page cache (see pagecache.go)
-	ra      raState // the kernel's readahead of its open
+	kernel  bool            // reads through the kernel's page cache (see pagecache.go)
+	ra      readahead.State // the kernel's readahead of its open
 }
 
 // jobRun gathers a job's copies and results.
@@ -332,7 +333,7 @@ func Run(sc *Scenario) (*Result, error) {
 				}
 			}
 			t := &thread{job: jr, f: f, h: &stack.Handle{Ino: f.ino, File: f}, pid: pid,
-				rng: rand.New(rand.NewPCG(sc.Seed, uint64(ji*1000+k+1))), ra: raState{prev: -1}}
+				rng: rand.New(rand.NewPCG(sc.Seed, uint64(ji*1000+k+1)))}
 			if j.RW == "read" || j.RW == "randread" {
 				// As the mount opens it: through the kernel's page cache
 				// (sluice paces what the kernel sends; a short reply at
