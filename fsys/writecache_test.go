@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sluice/group"
+	"sluice/stack"
 )
 
 // writeSmall writes data through path in writes of bs bytes as uid,
@@ -114,6 +115,21 @@ func TestWriteCacheWriteOnly(t *testing.T) {
 	}
 }
 
+// writeLimited writes data to f in the mount in writes of bs as uid 1002,
+// of group t, checks that SOURCE then holds it, and returns how long the
+// writes and the close took and t's counters.
+func writeLimited(t *testing.T, f *FS, src, mnt string, data []byte, bs int) (time.Duration, stack.GroupMetrics) {
+	t.Helper()
+	start := time.Now()
+	if err := writeSmall(t, 1002, filepath.Join(mnt, "f"), data, bs); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	got, _ := os.ReadFile(filepath.Join(src, "f"))
+	sameBytes(t, "SOURCE after close", got, data)
+	return took, groupMetrics(t, f, "t")
+}
+
 // TestWriteCacheLimitedPaced: with the write cache, a group with a write
 // limit below the rule's (writesCached) still writes through direct I/O,
 // even in CacheKernel mode: each write() reaches sluice and waits for its
@@ -125,14 +141,7 @@ func TestWriteCacheLimitedPaced(t *testing.T) {
 		Limits: []group.LimitSpec{limit(t, "t wbps=4MiB")}})
 	os.Chmod(src, 0o777)
 	data := writeRandom(t, filepath.Join(t.TempDir(), "want"), size, 13)
-	start := time.Now()
-	if err := writeSmall(t, 1002, filepath.Join(mnt, "f"), data, bs); err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(start)
-	got, _ := os.ReadFile(filepath.Join(src, "f"))
-	sameBytes(t, "SOURCE after close", got, data)
-	m := groupMetrics(t, f, "t")
+	took, m := writeLimited(t, f, src, mnt, data, bs)
 	rate := float64(size) / took.Seconds() / (4 << 20)
 	t.Logf("4 MiB in 64 KiB writes at wbps=4MiB: %v (%.3f of the limit), %d writes reached sluice, throttled %v",
 		took, rate, m.AppWrites, time.Duration(m.WThrottledNs))
@@ -307,14 +316,7 @@ func TestWriteCacheLimitedCached(t *testing.T) {
 		t.Skipf("the mount's dirty bound is %d, not about the 1 MiB asked (kernel before 6.2?)", f.dirty)
 	}
 	data := writeRandom(t, filepath.Join(t.TempDir(), "want"), size, 16)
-	start := time.Now()
-	if err := writeSmall(t, 1002, filepath.Join(mnt, "f"), data, bs); err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(start)
-	got, _ := os.ReadFile(filepath.Join(src, "f"))
-	sameBytes(t, "SOURCE after close", got, data)
-	m := groupMetrics(t, f, "t")
+	took, m := writeLimited(t, f, src, mnt, data, bs)
 	rate := float64(size) / took.Seconds() / bps
 	t.Logf("32 MiB in 4 KiB writes at wbps=16MiB through the cache: %v (%.3f of the limit), %d writes reached sluice, throttled %v",
 		took, rate, m.AppWrites, time.Duration(m.WThrottledNs))
@@ -338,7 +340,7 @@ func TestWriteCacheLimitedCached(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	other := data[:8<<20]
-	start = time.Now()
+	start := time.Now()
 	if err := writeSmall(t, 1001, filepath.Join(mnt, "other"), other, bs); err != nil {
 		t.Fatal(err)
 	}
