@@ -78,7 +78,7 @@ type Options struct {
 	// not served with direct I/O (FUSE writeback cache): those of groups
 	// with no write limit on their path and, under CacheKernel, of those
 	// whose write limits write back the mount's dirty bound (64 MiB at
-	// least) within WriteCacheDrain. A write()
+	// least) within stack.WriteCacheDrain. A write()
 	// then returns once its data is in the mount's page cache, and the
 	// kernel sends sluice the dirty pages in large writes later: at the
 	// latest when the file is closed or synced with fsync, which report any
@@ -117,7 +117,7 @@ const (
 	// it holds cost no round trip, and sluice charges and paces the reads
 	// the kernel sends (its readahead) and every write. With WriteCache it
 	// also takes the write()s of groups whose write limits are high enough
-	// (WriteCacheDrain), and sluice paces their writeback.
+	// (stack.WriteCacheDrain), and sluice paces their writeback.
 	CacheKernel
 )
 

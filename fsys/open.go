@@ -193,38 +193,11 @@ func (f *FS) cachedWritesPaced(g *throttle.Group, flags uint32) bool {
 	return !f.writesCached(g)
 }
 
-// WriteCacheDrain is how soon a limited group's write limits must write
-// back the mount's dirty bound (MapDirty), or 64 MiB if that is more, for
-// CacheKernel to let the kernel's page cache take its write()s with the
-// write cache: 640 MiB/s, and 5120 IOPS of 128 KiB, for the default
-// bound. Its writeback is then paced, and the kernel holds the writer as
-// the mount's dirty pages reach the bound, so what waits on that
-// writeback (the writer's close and fsync, writes and readahead of others
-// that the kernel queues behind it) waits about this long at most.
-//
-// CacheAuto never does: the kernel's dirty throttling is the mount's, not
-// a group's, so while paced writeback holds dirty pages every cached
-// writer of the mount is slowed. On the bench's 2-core VM
-// (bench/writecache.sh) an unlimited 4 KiB writer beside a 1 MiB writer
-// at wbps=640MiB wrote 309 MiB/s with the latter's writes cached and 582
-// with them paced at write().
-const WriteCacheDrain = 100 * time.Millisecond
-
-// minDrainBytes is the least bound writesCached assumes.
-var minDrainBytes int64 = DefaultWriteCacheDirty
-
 // writesCached reports whether the write cache takes the write()s of the
-// limited group g, its writeback paced (see WriteCacheDrain).
+// limited group g, its writeback paced: in CacheKernel mode, by
+// stack.WritesCached.
 func (f *FS) writesCached(g *throttle.Group) bool {
-	if f.opts.CacheMode != CacheKernel {
-		return false
-	}
-	l := f.eng.PathLimits(g)
-	bps, iops := l.WBPS, l.WIOPS
-	bytes := float64(max(f.dirty, minDrainBytes))
-	drain := WriteCacheDrain.Seconds()
-	return (bps == 0 || float64(bps)*drain >= bytes) &&
-		(iops == 0 || float64(iops)*drain >= bytes/float64(f.opts.MaxIO))
+	return f.opts.CacheMode == CacheKernel && stack.WritesCached(f.eng.PathLimits(g), f.dirty, f.opts.MaxIO)
 }
 
 // kernelCache reports whether files opened by the limited group g are

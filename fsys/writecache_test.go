@@ -299,15 +299,15 @@ func TestWriteCacheReserved(t *testing.T) {
 
 // TestWriteCacheLimitedCached: with the write cache in CacheKernel mode, a
 // group whose write limit writes back the mount's dirty bound within
-// WriteCacheDrain writes into the kernel's cache: its 4 KiB write()s reach sluice as a few large
+// stack.WriteCacheDrain writes into the kernel's cache: its 4 KiB write()s reach sluice as a few large
 // writes, and its writeback is paced, so the kernel holds the writer at
 // the limit over the run, close included. The least bound the rule assumes
 // (64 MiB, so 640 MiB/s) is lowered to the mount's 1 MiB here, so that
 // wbps=16MiB qualifies and binds.
 func TestWriteCacheLimitedCached(t *testing.T) {
 	const size, bs, bps = 32 << 20, 4096, 16 << 20
-	defer func(b int64) { minDrainBytes = b }(minDrainBytes)
-	minDrainBytes = 1 << 20
+	defer func(b int64) { stack.MinDrainBytes = b }(stack.MinDrainBytes)
+	stack.MinDrainBytes = 1 << 20
 	rules := []group.Rule{{Group: "t", UID: new(uint32(1002))}}
 	src, mnt, f := mount(t, Options{AllowOther: true, WriteCache: true, MapDirty: 1 << 20, CacheMode: CacheKernel,
 		Rules: rules, Limits: []group.LimitSpec{limit(t, "t wbps=16MiB")}})
@@ -356,7 +356,7 @@ func TestWriteCacheLimitedCached(t *testing.T) {
 
 // TestWriteCacheRule: which limited groups' write()s the write cache takes
 // with the default 64 MiB bound: in CacheKernel mode those whose limits
-// write it back within WriteCacheDrain, none below 640 MiB/s even with a
+// write it back within stack.WriteCacheDrain, none below 640 MiB/s even with a
 // smaller bound; in CacheAuto mode none.
 func TestWriteCacheRule(t *testing.T) {
 	for _, c := range []struct {
