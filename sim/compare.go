@@ -9,7 +9,7 @@ import (
 // Set changes one [mount] key of the scenario, as --compare does:
 // max-io, readahead, readahead-budget (on/off), cache, burst, max-wait,
 // max-read, fuse-latency, write-throttle, dirty-limit, read-policy,
-// cache-mode, page-cache.
+// cache-mode, page-cache, write-cache (on/off), map-dirty.
 func (sc *Scenario) Set(key, value string) error {
 	m := &sc.Mount
 	var err error
@@ -47,8 +47,19 @@ func (sc *Scenario) Set(key, value string) error {
 		m.CacheMode = value
 	case "page-cache":
 		err = m.PageCache.UnmarshalText([]byte(value))
+	case "write-cache":
+		switch value {
+		case "on", "true":
+			m.WriteCache = true
+		case "off", "false":
+			m.WriteCache = false
+		default:
+			return fmt.Errorf("--compare write-cache=%s: want on or off", value)
+		}
+	case "map-dirty":
+		err = m.MapDirty.UnmarshalText([]byte(value))
 	default:
-		return fmt.Errorf("--compare %s: unknown key; want one of max-io, readahead, readahead-budget, cache, burst, max-wait, max-read, fuse-latency, write-throttle, dirty-limit, read-policy, cache-mode, page-cache", key)
+		return fmt.Errorf("--compare %s: unknown key; want one of max-io, readahead, readahead-budget, cache, burst, max-wait, max-read, fuse-latency, write-throttle, dirty-limit, read-policy, cache-mode, page-cache, write-cache, map-dirty", key)
 	}
 	if err != nil {
 		return fmt.Errorf("--compare %s=%s: %v", key, value, err)

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"sluice/stack"
 	"sluice/throttle"
 )
@@ -19,16 +21,37 @@ import (
 // stack and is paced at write(); what it admits is written at once, so a
 // sync waits only for the devices' flushes.
 //
+// With write-cache (the mount's --write-cache), the mount's page cache
+// takes the writes of groups without a write limit (and, in kernel cache
+// mode, of groups whose limits stack.WritesCached takes) the same way, up
+// to the mount's dirty bound (map-dirty, 64 MiB by default), and the
+// flusher's pieces go through the stack, paced for a limited group. A
+// sync(2) does not wait for them, as Linux does not wait for a FUSE
+// server; an fsync waits for what the writer's group has dirtied, then
+// flushes the file.
+//
 // Simplifications: rewriting a page that is still dirty counts it again;
 // the flusher keeps flushDepth pieces of each group in flight and never
 // waits for dirty_expire or the background threshold.
 type kernel struct {
 	writeback bool
+	cache     bool         // write-cache: the mount's page cache (see above)
 	limit     int64        // dirty limit, bytes
 	dirtyB    int64        // bytes dirty now
 	groups    []*writeback // every group that has dirtied data, in order
 	blocked   []*call      // writers held for room under the limit
 	syncs     []syncWait
+
+	// The write cache's dirty throttling (see pause).
+	writers       []writer
+	bw            float64 // writeback bandwidth estimate, bytes/s; 0: none yet
+	bwAt, bwBytes int64   // the current period: its start, bytes written back
+}
+
+// writer is a thread that wrote into the write cache, and when it last did.
+type writer struct {
+	t  *thread
+	at int64
 }
 
 // flushDepth is how many pieces of one group the flusher has in flight.
@@ -41,6 +64,8 @@ type writeback struct {
 	head             int
 	inflight         int
 	dirtied, cleaned int64 // running totals, bytes
+	sent             int64 // bytes handed to the flusher so far
+	syncTo           int64 // write cache: flush up to this much for an fsync
 }
 
 type extent struct {
@@ -53,6 +78,7 @@ type extent struct {
 type syncWait struct {
 	c       *call
 	targets []int64
+	fsync   bool // an fsync: then the file's flush
 }
 
 func (k *kernel) init(sc *Scenario) {
@@ -60,6 +86,12 @@ func (k *kernel) init(sc *Scenario) {
 	k.limit = int64(sc.Mount.DirtyLimit)
 	if k.limit == 0 {
 		k.limit = defaultDirtyLimit
+	}
+	if k.cache = sc.Mount.WriteCache; k.cache {
+		k.limit = int64(sc.Mount.MapDirty)
+		if k.limit == 0 {
+			k.limit = defaultWriteCacheDirty
+		}
 	}
 }
 
@@ -96,19 +128,106 @@ func (k *kernel) dirty(r *runner, c *call) {
 	}
 	wb.dirtied += c.part
 	c.got = c.part
-	r.answered(c)
+	if k.cache {
+		r.push(event{at: r.now + k.pause(r, t, c.part), kind: evReply, c: c})
+	} else {
+		r.answered(c)
+	}
 	k.flush(r, wb)
 }
 
-// flush starts writing back wb's oldest dirty data.
+// The write cache's dirty throttling, after Linux's balance_dirty_pages
+// for a FUSE mount (strictlimit, its own bound): below the freerun point,
+// three quarters of the bound, a write costs only its copy; above it
+// every writer of the mount is paused so that it dirties at the mount's
+// writeback bandwidth shared among the writers, times a position factor
+// from 2 at the freerun point through 1 half-way to 0 at the bound. The
+// bandwidth is measured over periods of bwPeriod, as the kernel does,
+// starting from its initial 100 MiB/s; the writers counted are those that
+// wrote in the last period. Pauses are at most maxPause.
+const (
+	bwPeriod = int64(200 * time.Millisecond)
+	initBW   = 100 << 20
+	maxPause = int64(200 * time.Millisecond)
+)
+
+// pause is how long t's write of n bytes into the write cache takes.
+func (k *kernel) pause(r *runner, t *thread, n int64) int64 {
+	k.noteWriter(r.now, t)
+	freerun := k.limit * 3 / 4
+	if k.dirtyB <= freerun {
+		return cacheHit
+	}
+	pos := 2 * float64(k.limit-k.dirtyB) / float64(k.limit-freerun)
+	rate := k.writeBW() / float64(max(len(k.writers), 1)) * pos
+	if rate <= 0 {
+		return maxPause
+	}
+	return max(cacheHit, min(maxPause, int64(float64(n)/rate*1e9)))
+}
+
+// noteWriter counts t among the writers of the last period.
+func (k *kernel) noteWriter(now int64, t *thread) {
+	keep := k.writers[:0]
+	seen := false
+	for _, w := range k.writers {
+		if w.at >= now-bwPeriod {
+			seen = seen || w.t == t
+			if w.t == t {
+				w.at = now
+			}
+			keep = append(keep, w)
+		}
+	}
+	k.writers = keep
+	if !seen {
+		k.writers = append(k.writers, writer{t, now})
+	}
+}
+
+// writeBW is the mount's writeback bandwidth estimate, bytes/s.
+func (k *kernel) writeBW() float64 {
+	if k.bw == 0 {
+		return initBW
+	}
+	return k.bw
+}
+
+// wrote adds n bytes written back at now to the bandwidth estimate.
+func (k *kernel) wrote(now, n int64) {
+	if k.bwAt == 0 {
+		k.bwAt = now
+	}
+	k.bwBytes += n
+	if d := now - k.bwAt; d >= bwPeriod {
+		sample := float64(k.bwBytes) / (float64(d) / 1e9)
+		if k.bw == 0 {
+			k.bw = sample
+		} else {
+			k.bw = (3*k.bw + sample) / 4
+		}
+		k.bwAt, k.bwBytes = now, 0
+	}
+}
+
+// flush starts writing back wb's oldest dirty data: at once for the
+// block layer's writeback; for the write cache, in requests of up to
+// max-read (the kernel's FUSE writes), while the mount's dirty data is
+// over half its bound (the background threshold) or an fsync waits.
 func (k *kernel) flush(r *runner, wb *writeback) {
-	for wb.inflight < flushDepth && wb.head < len(wb.extents) {
+	for wb.inflight < flushDepth && wb.head < len(wb.extents) &&
+		(!k.cache || k.dirtyB > k.limit/2 || wb.sent < wb.syncTo) {
 		e := &wb.extents[wb.head]
 		n := min(e.n, r.opts.MaxIO)
+		if k.cache {
+			n = min(e.n, r.maxRead)
+		}
+		wb.sent += n
 		c := r.newCall(nil, opFlush, e.off, n)
 		c.part, c.wb = n, wb
 		if e.f.wb == nil {
-			e.f.wb = &stack.Handle{Ino: e.f.ino, File: e.f}
+			// The write cache's writeback is never cut at the wait cap.
+			e.f.wb = &stack.Handle{Ino: e.f.ino, File: e.f, Whole: k.cache}
 		}
 		c.h = e.f.wb
 		e.off += n
@@ -129,6 +248,9 @@ func (k *kernel) cleaned(r *runner, c *call) {
 	wb.inflight--
 	wb.cleaned += c.part
 	k.dirtyB -= c.part
+	if k.cache {
+		k.wrote(r.now, c.part)
+	}
 	r.release(c)
 	for len(k.blocked) > 0 && k.dirtyB+k.blocked[0].part <= k.limit {
 		b := k.blocked[0]
@@ -143,7 +265,29 @@ func (k *kernel) cleaned(r *runner, c *call) {
 func (k *kernel) sync(r *runner, c *call) {
 	w := syncWait{c: c}
 	for _, wb := range k.groups {
-		w.targets = append(w.targets, wb.dirtied)
+		if k.cache {
+			w.targets = append(w.targets, 0) // Linux does not wait for FUSE
+		} else {
+			w.targets = append(w.targets, wb.dirtied)
+		}
+	}
+	k.syncs = append(k.syncs, w)
+	k.checkSyncs(r)
+}
+
+// fsync starts an fsync by a writer through the write cache: it waits for
+// what its group has dirtied, then flushes the file.
+func (k *kernel) fsync(r *runner, c *call) {
+	w := syncWait{c: c, fsync: true}
+	own := k.group(c.t.job.g)
+	own.syncTo = own.dirtied
+	k.flush(r, own)
+	for _, wb := range k.groups {
+		if wb == own {
+			w.targets = append(w.targets, wb.dirtied)
+		} else {
+			w.targets = append(w.targets, 0)
+		}
 	}
 	k.syncs = append(k.syncs, w)
 	k.checkSyncs(r)
@@ -164,6 +308,10 @@ func (k *kernel) checkSyncs(r *runner) {
 			continue
 		}
 		c := w.c
+		if w.fsync {
+			r.apply(r.st.Sync(r.now, c.t.h, c.t.job.g, &c.req))
+			continue
+		}
 		c.pending = len(r.devFile)
 		if c.pending == 0 {
 			r.answered(c)

@@ -136,6 +136,7 @@ type thread struct {
 	writes  int
 	stopped bool
 	kernel  bool            // reads through the kernel's page cache (see pagecache.go)
+	cachedW bool            // writes into it (write-cache; see kernel.go)
 	ra      readahead.State // the kernel's readahead of its open
 }
 
@@ -340,6 +341,13 @@ func Run(sc *Scenario) (*Result, error) {
 				// the end of the file is taken whole) or with direct I/O.
 				t.kernel = kernelServed(sc.Mount.CacheMode, jr.g)
 				t.h.Whole = t.kernel
+			} else if sc.Mount.WriteCache {
+				// As the mount opens it with --write-cache: through the
+				// page cache for groups without a write limit, and in
+				// kernel cache mode for those whose limits qualify.
+				t.cachedW = !jr.g.Limited() || sc.Mount.CacheMode == "kernel" &&
+					stack.WritesCached(jr.g.PathLimits(), r.kernel.limit, opts.MaxIO)
+				t.h.Whole = t.cachedW
 			}
 			pid++
 			if f.owner == nil {
@@ -450,7 +458,7 @@ func (r *runner) next(t *thread) {
 	o := opRead
 	if j.RW == "write" || j.RW == "randwrite" {
 		o = opWrite
-		if r.kernel.writeback {
+		if r.kernel.writeback || t.cachedW {
 			o = opDirty
 		}
 	}
@@ -463,6 +471,12 @@ func (r *runner) next(t *thread) {
 // until the whole request is served or a read finds the end.
 func (r *runner) send(c *call) {
 	c.part = min(c.n-c.done, r.maxRead)
+	if c.t != nil && c.t.cachedW && (c.op == opDirty || c.op == opFsync) {
+		// The mount's page cache takes the write, or the kernel writes
+		// the file's dirty pages before it sends the fsync.
+		r.push(event{at: r.now, kind: evSubmit, c: c})
+		return
+	}
 	r.push(event{at: r.now + r.fuseLat/2, kind: evSubmit, c: c})
 }
 
@@ -485,6 +499,10 @@ func (r *runner) submit(c *call) {
 	case opWrite:
 		r.apply(r.st.Write(r.now, t.h, t.job.g, c.off+c.done, c.part, &c.req))
 	case opFsync:
+		if t.cachedW {
+			r.kernel.fsync(r, c)
+			return
+		}
 		r.apply(r.st.Sync(r.now, t.h, t.job.g, &c.req))
 	case opDirty:
 		r.kernel.dirty(r, c)
@@ -570,6 +588,10 @@ func (r *runner) answered(c *call) {
 		if p.pending--; p.pending == 0 {
 			r.answered(p)
 		}
+		return
+	}
+	if c.op == opDirty && c.t.cachedW {
+		r.push(event{at: r.now + cacheHit, kind: evReply, c: c})
 		return
 	}
 	r.push(event{at: r.now + r.fuseLat/2, kind: evReply, c: c})

@@ -68,7 +68,15 @@ type Mount struct {
 	// limit always read through the kernel's page cache (pagecache.go).
 	CacheMode string `toml:"cache-mode"`
 	PageCache Size   `toml:"page-cache"` // the kernel's page cache for the mount's files; 0: 4GiB
+	// WriteCache is the mount's --write-cache, MapDirty its dirty bound
+	// (--map-dirty; 0: 64MiB). See kernel.go.
+	WriteCache bool `toml:"write-cache"`
+	MapDirty   Size `toml:"map-dirty"`
 }
+
+// defaultWriteCacheDirty is map-dirty's default with write-cache, as the
+// mount's (fsys.DefaultWriteCacheDirty).
+const defaultWriteCacheDirty = 64 << 20
 
 // defaultDirtyLimit is the page cache's dirty limit when a scenario gives
 // none: vm.dirty_ratio's 20 % of 5 GiB.
@@ -419,6 +427,9 @@ func (sc *Scenario) options() (stack.Options, error) {
 	}
 	if cm := m.CacheMode; cm != "" && cm != "auto" && cm != "direct" && cm != "kernel" {
 		return o, &mountError{key: "cache-mode", value: cm, want: "auto, direct or kernel"}
+	}
+	if m.WriteCache && m.WriteThrottle == "writeback" {
+		return o, &mountError{key: "write-cache", value: "true", want: "write-throttle = \"write\": the write cache is sluice's, writeback the kernel's own path"}
 	}
 	if w := m.WriteThrottle; w != "" && w != "write" && w != "writeback" {
 		return o, &mountError{key: "write-throttle", value: w, want: "write (sluice's pacing at write()) or writeback (the kernel's throttle of the flusher)"}
