@@ -16,7 +16,7 @@ import (
 // whose requests (of at most max-read bytes) reach sluice, which charges
 // and paces them for a limited group (stack.Pay) and reads the device
 // itself. A direct (O_DIRECT) read of such a group is one such request.
-// Writes are paced at write() as in every mode.
+// Writes are paced at write() unless write-cache takes them (kernel.go).
 //
 // The kernel's readahead is readahead.State, the port of Linux's
 // on-demand readahead that sluice's own readahead uses, with the kernel's
