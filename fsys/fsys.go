@@ -153,8 +153,9 @@ type FS struct {
 	spliceMax int
 
 	// dirty is the mount's bound on dirty pages in bytes (MapDirty, or
-	// the kernel's own), or -1 when unknown.
-	dirty int64
+	// the kernel's own), or -1 when unknown; 0 until the mount has set it,
+	// while it already serves.
+	dirty atomic.Int64
 
 	full   atomic.Bool  // SOURCE's file system is nearly full (see nearFull)
 	fullAt atomic.Int64 // when full was checked, Unix ns
@@ -300,9 +301,9 @@ func Mount(opts Options) (*FS, error) {
 	}
 	// The bound in force, for the write cache's rule (see writesCached):
 	// the kernel's own when it took none of sluice's.
-	f.dirty = dirty
+	f.dirty.Store(dirty)
 	if b, err := getBDI(opts.Mountpoint, "max_bytes"); err == nil && b > 0 {
-		f.dirty = b
+		f.dirty.Store(b)
 	}
 	return f, nil
 }

@@ -197,7 +197,7 @@ func (f *FS) cachedWritesPaced(g *throttle.Group, flags uint32) bool {
 // limited group g, its writeback paced: in CacheKernel mode, by
 // stack.WritesCached.
 func (f *FS) writesCached(g *throttle.Group) bool {
-	return f.opts.CacheMode == CacheKernel && stack.WritesCached(f.eng.PathLimits(g), f.dirty, f.opts.MaxIO)
+	return f.opts.CacheMode == CacheKernel && stack.WritesCached(f.eng.PathLimits(g), f.dirty.Load(), f.opts.MaxIO)
 }
 
 // kernelCache reports whether files opened by the limited group g are

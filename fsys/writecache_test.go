@@ -313,8 +313,8 @@ func TestWriteCacheLimitedCached(t *testing.T) {
 	src, mnt, f := mount(t, Options{AllowOther: true, WriteCache: true, MapDirty: 1 << 20, CacheMode: CacheKernel,
 		Rules: rules, Limits: []group.LimitSpec{limit(t, "t wbps=16MiB")}})
 	os.Chmod(src, 0o777)
-	if f.dirty <= 0 || f.dirty > 1<<20 {
-		t.Skipf("the mount's dirty bound is %d, not about the 1 MiB asked (kernel before 6.2?)", f.dirty)
+	if d := f.dirty.Load(); d <= 0 || d > 1<<20 {
+		t.Skipf("the mount's dirty bound is %d, not about the 1 MiB asked (kernel before 6.2?)", d)
 	}
 	data := writeRandom(t, filepath.Join(t.TempDir(), "want"), size, 16)
 	took, m := writeLimited(t, f, src, mnt, data, bs)
@@ -370,7 +370,7 @@ func TestWriteCacheRule(t *testing.T) {
 		for name, want := range map[string]bool{"a": true, "b": false, "c": true, "d": false, "e": true, "f": true} {
 			want = want && c.mode == CacheKernel
 			if got := f.writesCached(f.group(name)); got != want {
-				t.Errorf("mode %d, bound %d (in force %d): group %s: writes cached %v, want %v", c.mode, c.dirty, f.dirty, name, got, want)
+				t.Errorf("mode %d, bound %d (in force %d): group %s: writes cached %v, want %v", c.mode, c.dirty, f.dirty.Load(), name, got, want)
 			}
 		}
 	}
