@@ -17,8 +17,8 @@
 #   u beside v  uid 1001 beside an unlimited writer of 1 MiB (uid 1003):
 #               what sharing the machine costs u without a limit
 # Reported per run and writer: MiB/s over the run including the final
-# fsync, achieved/limit for t, the wall time past fio's writing (the final
-# fsync and fio's start), the longest write().
+# fsync, achieved/limit for t, the final fsync's time (fio's job runtime
+# past runtime_s), the longest write().
 # Rounds alternate the runs; the medians are printed last.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -62,16 +62,16 @@ writer() {
 
 # row RUN WHO LIMIT|- OUT: one table row from a writer's result.
 row() {
-	python3 - "$@" >>"$ROWS" <<'EOF'
+	python3 - "$@" "$RT" >>"$ROWS" <<'EOF'
 import json, sys
-run, who, limit, out = sys.argv[1:5]
+run, who, limit, out, rt = sys.argv[1:6]
 text = open(out).read()
 job = json.loads(text[text.index("{"):])["jobs"][0]
 w = job["write"]
 t0, t1 = map(float, open(out + ".t").read().split())
 mib = w["io_bytes"] / 2**20 / (t1 - t0)
 ratio = f"{mib / int(limit):.3f}" if limit != "-" else "-"
-past = (t1 - t0) * 1000 - w["runtime"]
+past = job["job_runtime"] - int(rt) * 1000
 print(f"{run}\t{who}\t{mib:.1f}\t{ratio}\t{past:.0f}\t{w['clat_ns']['max'] / 1e6:.1f}")
 EOF
 }
@@ -129,7 +129,7 @@ rows = {}
 for l in open(sys.argv[1]):
     f = l.rstrip("\n").split("\t")
     rows.setdefault((f[0], f[1]), []).append(f[2:])
-print("run\twriter\tMiB/s\tachieved/limit\tms past writing\twrite() max ms")
+print("run\twriter\tMiB/s\tachieved/limit\tfinal fsync ms\twrite() max ms")
 for (run, who), vals in rows.items():
     cols = []
     for i in range(4):
