@@ -19,13 +19,8 @@ func (sc *Scenario) Set(key, value string) error {
 	case "readahead":
 		err = m.Readahead.UnmarshalText([]byte(value))
 	case "readahead-budget":
-		switch value {
-		case "on", "true":
-			m.ReadaheadBudget = true
-		case "off", "false":
-			m.ReadaheadBudget = false
-		default:
-			return fmt.Errorf("--compare readahead-budget=%s: want on or off", value)
+		if err := onOff(key, value, &m.ReadaheadBudget); err != nil {
+			return err
 		}
 	case "cache":
 		err = m.Cache.UnmarshalText([]byte(value))
@@ -48,13 +43,8 @@ func (sc *Scenario) Set(key, value string) error {
 	case "page-cache":
 		err = m.PageCache.UnmarshalText([]byte(value))
 	case "write-cache":
-		switch value {
-		case "on", "true":
-			m.WriteCache = true
-		case "off", "false":
-			m.WriteCache = false
-		default:
-			return fmt.Errorf("--compare write-cache=%s: want on or off", value)
+		if err := onOff(key, value, &m.WriteCache); err != nil {
+			return err
 		}
 	case "map-dirty":
 		err = m.MapDirty.UnmarshalText([]byte(value))
@@ -66,6 +56,19 @@ func (sc *Scenario) Set(key, value string) error {
 	}
 	if _, err := sc.options(); err != nil {
 		return fmt.Errorf("--compare %s=%s: %v", key, value, err)
+	}
+	return nil
+}
+
+// onOff sets *b from an on/off value of --compare key.
+func onOff(key, value string, b *bool) error {
+	switch value {
+	case "on", "true":
+		*b = true
+	case "off", "false":
+		*b = false
+	default:
+		return fmt.Errorf("--compare %s=%s: want on or off", key, value)
 	}
 	return nil
 }
