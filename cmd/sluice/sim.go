@@ -34,9 +34,12 @@ runs. Prints fio-like results per job, the groups' counters as 'sluice
 stat' shows them, and the devices'. The same scenario and seed give the
 same output, byte for byte. write-throttle=writeback models the kernel's
 own write path (dirty page cache, a throttled flusher, sync) to compare
-with sluice's pacing at write().
+with sluice's pacing at write(). As on the mount, groups without a limit,
+and limited ones that cache-mode serves so, read through a model of the
+kernel's page cache and readahead; write-cache=true puts writes there too.
 
   sluice sim scenarios/000-readahead-1MBps.toml
+  sluice sim --compare cache-mode=direct,kernel scenarios/002-readahead-10MBps.toml
   sluice sim --compare readahead-budget=off,on --plot ra.svg scenarios/000-readahead-1MBps.toml
   sluice sim scenarios/003-writeback-sync.toml
   sluice sim --compare read-policy=pid,latency scenarios/004-mirrors-nvme-ssd.toml
