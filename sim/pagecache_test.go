@@ -79,14 +79,15 @@ func TestKernelCacheMode(t *testing.T) {
 }
 
 // TestPageCache: an unlimited reader going round a 64 MiB file reads it
-// from the device once while the page cache holds it, and on every pass
-// when the cache is smaller than the file; the kernel's readahead grows
-// to 1 MiB requests.
+// from the device once while the page cache holds it, at the cost of a
+// copy per read() after that, and on every pass when the cache is smaller
+// than the file; the kernel's readahead grows to 1 MiB requests.
 func TestPageCache(t *testing.T) {
 	for _, tc := range []struct {
 		cache      string
 		minB, maxB int64
-	}{{"4GiB", 64 << 20, 64 << 20}, {"32MiB", 3 * 64 << 20, 1 << 40}} {
+		passes     float64 // at least: reads from the cache cost cacheHit, no FUSE request; the device reads 500 MiB/s
+	}{{"4GiB", 64 << 20, 64 << 20, 15}, {"32MiB", 3 * 64 << 20, 1 << 40, 6}} {
 		res, err := Run(kernelScenario(t, "", "64MiB", "1s", `page-cache = "`+tc.cache+`"`))
 		if err != nil {
 			t.Fatal(err)
@@ -97,8 +98,8 @@ func TestPageCache(t *testing.T) {
 		if d.RBytes < tc.minB || d.RBytes > tc.maxB {
 			t.Errorf("page cache %s: the device read %d bytes in %.1f passes over 64 MiB, want %d to %d", tc.cache, d.RBytes, passes, tc.minB, tc.maxB)
 		}
-		if passes < 4 {
-			t.Errorf("page cache %s: %.1f passes over the file in 1 s, want at least 4", tc.cache, passes)
+		if passes < tc.passes {
+			t.Errorf("page cache %s: %.1f passes over the file in 1 s, want at least %.0f", tc.cache, passes, tc.passes)
 		}
 		if tc.cache == "4GiB" && d.Reads > 64+8 {
 			t.Errorf("%d device reads for one pass over 64 MiB, want at most 72 (readahead of up to 1 MiB)", d.Reads)

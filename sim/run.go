@@ -471,9 +471,10 @@ func (r *runner) next(t *thread) {
 // until the whole request is served or a read finds the end.
 func (r *runner) send(c *call) {
 	c.part = min(c.n-c.done, r.maxRead)
-	if c.t != nil && c.t.cachedW && (c.op == opDirty || c.op == opFsync) {
-		// The mount's page cache takes the write, or the kernel writes
-		// the file's dirty pages before it sends the fsync.
+	if t := c.t; t != nil && (t.kernel && c.op == opRead || t.cachedW && (c.op == opDirty || c.op == opFsync)) {
+		// The kernel's page cache serves the read (kread sends what it
+		// asks of sluice itself) or takes the write, or the kernel
+		// writes the file's dirty pages before it sends the fsync.
 		r.push(event{at: r.now, kind: evSubmit, c: c})
 		return
 	}
