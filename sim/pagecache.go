@@ -273,6 +273,7 @@ func (r *runner) evictPC() {
 		kf := r.kfileOf(e.f)
 		for p := e.lo; p < e.hi; p++ {
 			setBit(&kf.cached, p, false)
+			delete(kf.marks, p) // the marker goes with its page
 		}
 		pc.bytes -= (e.hi - e.lo) * stack.PageSize
 	}
