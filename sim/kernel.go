@@ -65,6 +65,7 @@ type writeback struct {
 	inflight         int
 	dirtied, cleaned int64 // running totals, bytes
 	sent             int64 // bytes handed to the flusher so far
+	mapped           bool  // dirtied through a mapping: written back as debt
 	syncTo           int64 // write cache: flush up to this much for an fsync
 }
 
@@ -87,10 +88,18 @@ func (k *kernel) init(sc *Scenario) {
 	if k.limit == 0 {
 		k.limit = defaultDirtyLimit
 	}
-	if k.cache = sc.Mount.WriteCache; k.cache {
+	mmap := false
+	for _, j := range sc.Jobs {
+		mmap = mmap || j.Mmap
+	}
+	if k.cache = sc.Mount.WriteCache || mmap; k.cache {
 		k.limit = int64(sc.Mount.MapDirty)
-		if k.limit == 0 {
+		switch {
+		case k.limit > 0:
+		case sc.Mount.WriteCache:
 			k.limit = defaultWriteCacheDirty
+		default:
+			k.limit = defaultMapDirty
 		}
 	}
 }
@@ -210,6 +219,43 @@ func (k *kernel) wrote(now, n int64) {
 	}
 }
 
+// mapWrite is a write through a shared mapping: the pages it touches
+// that are not in the page cache are faulted in first, by a FUSE read
+// that sluice serves as any read (waiting while the group owes for its
+// writeback); then the write dirties them like any cached write.
+func (k *kernel) mapWrite(r *runner, c *call) {
+	t := c.t
+	kf := r.kfileOf(t.f)
+	off := c.off + c.done
+	lo, hi := off/stack.PageSize, (off+c.part-1)/stack.PageSize+1
+	for p := lo; p < hi; p++ {
+		if !bit(kf.cached, p) {
+			q := p + 1
+			for q < hi && !bit(kf.cached, q) {
+				q++
+			}
+			fc := r.newCall(t, opFault, p*stack.PageSize, (q-p)*stack.PageSize)
+			fc.parent = c
+			r.push(event{at: r.now + r.fuseLat/2, kind: evSubmit, c: fc})
+			return
+		}
+	}
+	k.group(t.job.g).mapped = true
+	k.dirty(r, c)
+}
+
+// faulted is sluice's answer to the fault read fc: the pages are in the
+// page cache half a round trip later, and the write goes on.
+func (k *kernel) faulted(r *runner, fc *call) {
+	kf := r.kfileOf(fc.t.f)
+	for p := fc.off / stack.PageSize; p < (fc.off+fc.n)/stack.PageSize; p++ {
+		setBit(&kf.cached, p, true)
+	}
+	c := fc.parent
+	r.release(fc)
+	r.push(event{at: r.now + r.fuseLat/2, kind: evSubmit, c: c})
+}
+
 // flush starts writing back wb's oldest dirty data: at once for the
 // block layer's writeback; for the write cache, in requests of up to
 // max-read (the kernel's FUSE writes), while the mount's dirty data is
@@ -238,6 +284,12 @@ func (k *kernel) flush(r *runner, wb *writeback) {
 			}
 		}
 		wb.inflight++
+		if wb.mapped {
+			// The kernel's writeback of mapped pages: written at once
+			// and charged as debt (stack.WriteBack), as the mount does.
+			r.apply(r.st.WriteBack(r.now, c.h, wb.g, c.off, n, &c.req))
+			continue
+		}
 		r.apply(r.st.Write(r.now, c.h, wb.g, c.off, n, &c.req))
 	}
 }
@@ -250,6 +302,15 @@ func (k *kernel) cleaned(r *runner, c *call) {
 	k.dirtyB -= c.part
 	if k.cache {
 		k.wrote(r.now, c.part)
+	}
+	if wb.mapped && r.st.InDebt(r.now, wb.g) {
+		// As the mount: while the group owes for its writeback, the
+		// pages written back leave the page cache, and the writer's next
+		// write to them faults them in again and waits for the debt.
+		kf := r.kfileOf(c.h.File.(*file))
+		for p := c.off / stack.PageSize; p < (c.off+c.part+stack.PageSize-1)/stack.PageSize; p++ {
+			setBit(&kf.cached, p, false)
+		}
 	}
 	r.release(c)
 	for len(k.blocked) > 0 && k.dirtyB+k.blocked[0].part <= k.limit {

@@ -167,6 +167,8 @@ const (
 	opFlush   // the kernel flusher writing back dirty data
 	opDevSync // one device's flush for a sync
 	opKRead   // a FUSE read the kernel sends for its page cache (see kread)
+	opMap     // a write through a shared mapping (see kernel.mapWrite)
+	opFault   // the FUSE read of a mapped page faulted in for a write
 )
 
 // call is one application request in flight, sent to sluice as FUSE
@@ -458,7 +460,10 @@ func (r *runner) next(t *thread) {
 	o := opRead
 	if j.RW == "write" || j.RW == "randwrite" {
 		o = opWrite
-		if r.kernel.writeback || t.cachedW {
+		switch {
+		case j.Mmap:
+			o = opMap
+		case r.kernel.writeback || t.cachedW:
 			o = opDirty
 		}
 	}
@@ -471,7 +476,7 @@ func (r *runner) next(t *thread) {
 // until the whole request is served or a read finds the end.
 func (r *runner) send(c *call) {
 	c.part = min(c.n-c.done, r.maxRead)
-	if t := c.t; t != nil && (t.kernel && c.op == opRead || t.cachedW && (c.op == opDirty || c.op == opFsync)) {
+	if t := c.t; t != nil && (t.kernel && c.op == opRead || c.op == opMap || t.cachedW && (c.op == opDirty || c.op == opFsync)) {
 		// The kernel's page cache serves the read (kread sends what it
 		// asks of sluice itself) or takes the write, or the kernel
 		// writes the file's dirty pages before it sends the fsync.
@@ -511,6 +516,10 @@ func (r *runner) submit(c *call) {
 		r.kernel.sync(r, c)
 	case opKRead:
 		r.ksubmit(c)
+	case opMap:
+		r.kernel.mapWrite(r, c)
+	case opFault:
+		r.apply(r.st.Read(r.now, t.h, t.job.g, c.off, c.n, &c.req))
 	}
 }
 
@@ -583,6 +592,9 @@ func (r *runner) answered(c *call) {
 	case opKRead:
 		r.kdevice(c) // admitted: the driver reads the device
 		return
+	case opFault:
+		r.kernel.faulted(r, c)
+		return
 	case opDevSync:
 		p := c.parent
 		r.release(c)
@@ -591,7 +603,7 @@ func (r *runner) answered(c *call) {
 		}
 		return
 	}
-	if c.op == opDirty && c.t.cachedW {
+	if c.op == opDirty && c.t.cachedW || c.op == opMap {
 		r.push(event{at: r.now + cacheHit, kind: evReply, c: c})
 		return
 	}
@@ -639,7 +651,7 @@ func (r *runner) finished(c *call) {
 		j.first = c.start
 	}
 	j.last = r.now
-	write := c.op == opWrite || c.op == opDirty
+	write := c.op == opWrite || c.op == opDirty || c.op == opMap
 	r.release(c)
 	if write && j.Fsync > 0 {
 		if t.writes++; t.writes%j.Fsync == 0 {

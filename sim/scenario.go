@@ -74,9 +74,13 @@ type Mount struct {
 	MapDirty   Size `toml:"map-dirty"`
 }
 
-// defaultWriteCacheDirty is map-dirty's default with write-cache, as the
-// mount's (fsys.DefaultWriteCacheDirty).
-const defaultWriteCacheDirty = 64 << 20
+// defaultWriteCacheDirty and defaultMapDirty are map-dirty's defaults
+// with write-cache and without, as the mount's (fsys.DefaultWriteCacheDirty,
+// fsys.DefaultMapDirty).
+const (
+	defaultWriteCacheDirty = 64 << 20
+	defaultMapDirty        = 4 << 20
+)
 
 // defaultDirtyLimit is the page cache's dirty limit when a scenario gives
 // none: vm.dirty_ratio's 20 % of 5 GiB.
@@ -160,6 +164,10 @@ type Job struct {
 	Start     Duration `toml:"start"`
 	Shared    bool     `toml:"shared"`     // the copies share one file (fio's filename=)
 	TimeBased bool     `toml:"time-based"` // loop over the file until runtime
+	// Mmap writes through a shared mapping (fio's ioengine=mmap): pages
+	// are faulted in through sluice, dirtied in the page cache and
+	// written back by the kernel (see kernel.go).
+	Mmap bool `toml:"mmap"`
 }
 
 // Published is a figure from the seed's thread, printed beside the
@@ -349,6 +357,10 @@ func (sc *Scenario) check() error {
 			return sc.errAt(jobKey(i, "iodepth"), "must not be negative")
 		case j.Fsync < 0:
 			return sc.errAt(jobKey(i, "fsync"), "must not be negative")
+		case j.Mmap && j.RW != "write" && j.RW != "randwrite":
+			return sc.errAt(jobKey(i, "mmap"), "models writers only: want rw = write or randwrite")
+		case j.Mmap && j.Direct:
+			return sc.errAt(jobKey(i, "mmap"), "a mapping has no direct I/O: want direct = false")
 		case j.Group == "":
 			return sc.errAt(jobKey(i, "group"), "every job runs in a group")
 		case j.Device != "" && !devs[j.Device]:
@@ -427,6 +439,11 @@ func (sc *Scenario) options() (stack.Options, error) {
 	}
 	if cm := m.CacheMode; cm != "" && cm != "auto" && cm != "direct" && cm != "kernel" {
 		return o, &mountError{key: "cache-mode", value: cm, want: "auto, direct or kernel"}
+	}
+	for _, j := range sc.Jobs {
+		if j.Mmap && m.WriteThrottle == "writeback" {
+			return o, &mountError{key: "write-throttle", value: "writeback", want: "write: job " + j.Name + " writes through a mapping, which models sluice's mount"}
+		}
 	}
 	if m.WriteCache && m.WriteThrottle == "writeback" {
 		return o, &mountError{key: "write-cache", value: "true", want: "write-throttle = \"write\": the write cache is sluice's, writeback the kernel's own path"}

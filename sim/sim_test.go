@@ -123,6 +123,7 @@ size = "1MiB"
 		{"bad read policy", `name = "x"`, "name = \"x\"\n[mount]\nread-policy = \"fastest\"", "x.toml:3: mount.read-policy: fastest: want one of adaptive, pid, roundrobin, latency"},
 		{"bad cache mode", `name = "x"`, "name = \"x\"\n[mount]\ncache-mode = \"fast\"", "x.toml:3: mount.cache-mode: fast: want auto, direct or kernel"},
 		{"no fuse latency", `name = "x"`, "name = \"x\"\n[mount]\nfuse-latency = \"0s\"", "x.toml:3: mount.fuse-latency: 0s: want a positive duration"},
+		{"mmap reader", `rw = "read"`, "rw = \"read\"\nmmap = true", "x.toml:10: job.0.mmap: models writers only: want rw = write or randwrite"},
 		{"bad write throttle", `name = "x"`, "name = \"x\"\n[mount]\nwrite-throttle = \"later\"", "x.toml:3: mount.write-throttle: later: want write"},
 		{"mirror not a device", `name = "x"`, "name = \"x\"\n[mount]\nmirrors = [\"a\", \"b\"]", `x.toml:3: mount.mirrors: no device "a"`},
 		{"one mirror", `[[group]]`, "[mount]\nmirrors = [\"d\"]\n[[device]]\nname = \"d\"\n[[group]]", `x.toml:3: mount.mirrors: a mirror set needs at least two devices`},
