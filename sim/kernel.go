@@ -336,8 +336,8 @@ func (k *kernel) sync(r *runner, c *call) {
 	k.checkSyncs(r)
 }
 
-// fsync starts an fsync by a writer through the write cache: it waits for
-// what its group has dirtied, then flushes the file.
+// fsync starts an fsync by a writer through the write cache or a mapping:
+// it waits for what its group has dirtied, then flushes the file.
 func (k *kernel) fsync(r *runner, c *call) {
 	w := syncWait{c: c, fsync: true}
 	own := k.group(c.t.job.g)

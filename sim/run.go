@@ -140,6 +140,10 @@ type thread struct {
 	ra      readahead.State // the kernel's readahead of its open
 }
 
+// dirties reports whether t's writes dirty the mount's page cache (the
+// write cache, or a mapping), so that its fsync writes them back first.
+func (t *thread) dirties() bool { return t.cachedW || t.job.Mmap }
+
 // jobRun gathers a job's copies and results.
 type jobRun struct {
 	Job
@@ -476,7 +480,7 @@ func (r *runner) next(t *thread) {
 // until the whole request is served or a read finds the end.
 func (r *runner) send(c *call) {
 	c.part = min(c.n-c.done, r.maxRead)
-	if t := c.t; t != nil && (t.kernel && c.op == opRead || c.op == opMap || t.cachedW && (c.op == opDirty || c.op == opFsync)) {
+	if t := c.t; t != nil && (t.kernel && c.op == opRead || c.op == opMap || t.cachedW && c.op == opDirty || t.dirties() && c.op == opFsync) {
 		// The kernel's page cache serves the read (kread sends what it
 		// asks of sluice itself) or takes the write, or the kernel
 		// writes the file's dirty pages before it sends the fsync.
@@ -505,7 +509,7 @@ func (r *runner) submit(c *call) {
 	case opWrite:
 		r.apply(r.st.Write(r.now, t.h, t.job.g, c.off+c.done, c.part, &c.req))
 	case opFsync:
-		if t.cachedW {
+		if t.dirties() {
 			r.kernel.fsync(r, c)
 			return
 		}
