@@ -78,11 +78,10 @@ type Options struct {
 	// not served with direct I/O (FUSE writeback cache): those of groups
 	// with no write limit on their path and, under CacheKernel, of those
 	// whose write limits write back the mount's dirty bound (64 MiB at
-	// least) within stack.WriteCacheDrain. A write()
-	// then returns once its data is in the mount's page cache, and the
-	// kernel sends sluice the dirty pages in large writes later: at the
-	// latest when the file is closed or synced with fsync, which report any
-	// error of them. A limited group's writeback is paced, and the kernel
+	// least) within stack.WriteCacheDrain. A write() then returns once its
+	// data is in the mount's page cache, and the kernel sends sluice the
+	// dirty pages in large writes later: at the latest when the file is
+	// closed or synced with fsync, which report any error of them. A limited group's writeback is paced, and the kernel
 	// holds its writer once the mount's dirty pages reach the bound. Files
 	// that other limited groups open for writing are served with direct
 	// I/O, so their write()s are paced as without it. The kernel keeps the

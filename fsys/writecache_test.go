@@ -302,9 +302,9 @@ func TestWriteCacheReserved(t *testing.T) {
 // stack.WriteCacheDrain writes into the kernel's cache: its 4 KiB
 // write()s reach sluice as a few large writes, and its writeback is
 // paced, so the kernel holds the writer at the limit over the run, close
-// included. The least bound the rule assumes
-// (64 MiB, so 640 MiB/s) is lowered to the mount's 1 MiB here, so that
-// wbps=16MiB qualifies and binds.
+// included. The least bound the rule assumes (64 MiB, so 640 MiB/s) is
+// lowered to the mount's 1 MiB here, so that wbps=16MiB qualifies and
+// binds.
 func TestWriteCacheLimitedCached(t *testing.T) {
 	const size, bs, bps = 32 << 20, 4096, 16 << 20
 	defer func(b int64) { stack.MinDrainBytes = b }(stack.MinDrainBytes)

@@ -480,14 +480,30 @@ func (r *runner) next(t *thread) {
 // until the whole request is served or a read finds the end.
 func (r *runner) send(c *call) {
 	c.part = min(c.n-c.done, r.maxRead)
-	if t := c.t; t != nil && (t.kernel && c.op == opRead || c.op == opMap || t.cachedW && c.op == opDirty || t.dirties() && c.op == opFsync) {
-		// The kernel's page cache serves the read (kread sends what it
-		// asks of sluice itself) or takes the write, or the kernel
-		// writes the file's dirty pages before it sends the fsync.
-		r.push(event{at: r.now, kind: evSubmit, c: c})
-		return
+	at := r.now + r.fuseLat/2
+	if c.inKernel() {
+		at = r.now
 	}
-	r.push(event{at: r.now + r.fuseLat/2, kind: evSubmit, c: c})
+	r.push(event{at: at, kind: evSubmit, c: c})
+}
+
+// inKernel reports whether the kernel's page cache takes c before any
+// request of it reaches sluice: a read it serves (kread sends what it asks
+// of sluice itself), a write into it, or an fsync, before which the
+// kernel writes the file's dirty pages back.
+func (c *call) inKernel() bool {
+	t := c.t
+	switch c.op {
+	case opRead:
+		return t.kernel
+	case opMap:
+		return true
+	case opDirty:
+		return t.cachedW
+	case opFsync:
+		return t.dirties()
+	}
+	return false
 }
 
 // submit hands c's request to sluice (or, for the kernel's own paths, to
@@ -605,10 +621,6 @@ func (r *runner) answered(c *call) {
 		if p.pending--; p.pending == 0 {
 			r.answered(p)
 		}
-		return
-	}
-	if c.op == opDirty && c.t.cachedW || c.op == opMap {
-		r.push(event{at: r.now + cacheHit, kind: evReply, c: c})
 		return
 	}
 	r.push(event{at: r.now + r.fuseLat/2, kind: evReply, c: c})
@@ -800,10 +812,12 @@ func (r *runner) deviceDone(ev event) {
 		delete(r.fanout, io)
 		err = fo.err
 	}
-	if c := r.kio[io]; c != nil {
-		delete(r.kio, io)
-		r.kdone(c, n, err)
-		return
+	if len(r.kio) > 0 {
+		if c := r.kio[io]; c != nil {
+			delete(r.kio, io)
+			r.kdone(c, n, err)
+			return
+		}
 	}
 	f := io.File.(*file)
 	switch io.Op {
