@@ -340,7 +340,14 @@ func TestMirrorSlow(t *testing.T) {
 	}
 
 	// Mirror 0 hangs (each read would take a minute): reads sent to it
-	// are hedged on mirror 1, and the caller never waits for it.
+	// are hedged on mirror 1, and the caller never waits for it. Mirror 1
+	// is made slow first, so that the policy prefers mirror 0 when it
+	// hangs and the next reads are sent to it.
+	faults[1].SetRead(5*time.Millisecond, nil)
+	if s := share(500 * time.Millisecond); s < 0.9 {
+		t.Errorf("mirror 1, 5 ms slower per read, left mirror 0 %.2f of the reads; want ≥ 0.90", s)
+	}
+	faults[1].SetRead(0, nil)
 	faults[0].SetRead(time.Minute, nil)
 	defer faults[0].SetRead(0, nil)
 	start := time.Now()
