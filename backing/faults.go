@@ -44,15 +44,25 @@ func (f *Faults) read() error { return f.inject(&f.readDelay, &f.readErr, &f.rea
 
 func (f *Faults) write() error { return f.inject(&f.writeDelay, &f.writeErr, &f.writes) }
 
+// readPlan returns what to inject into one read, counting its failure,
+// for a caller that does the waiting itself.
+func (f *Faults) readPlan() (time.Duration, error) {
+	return f.plan(&f.readDelay, &f.readErr, &f.reads)
+}
+
 // inject waits the delay and returns the error set for one kind of
 // operation, counting the failure.
 func (f *Faults) inject(delay *time.Duration, errp *error, failed *int64) error {
-	f.mu.Lock()
-	d, err := *delay, *errp
-	if err != nil {
-		*failed++
-	}
-	f.mu.Unlock()
+	d, err := f.plan(delay, errp, failed)
 	time.Sleep(d)
 	return err
+}
+
+func (f *Faults) plan(delay *time.Duration, errp *error, failed *int64) (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if *errp != nil {
+		*failed++
+	}
+	return *delay, *errp
 }

@@ -166,6 +166,9 @@ func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	// Hedged: every read into a buffer of its own.
+	if rg := getRing(); rg != nil {
+		return s.readRing(rg, r, p, st, hedge, tried)
+	}
 	answers := make(chan answer, len(s.files))
 	launch := func(st started) {
 		f := s.files[st.i]
@@ -215,6 +218,76 @@ func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
 		}
 	}
 	return 0, err
+}
+
+// readRing is a hedged read through rg: the caller submits each mirror's
+// read and waits for the first answer or the hedge delay in one system
+// call, with no other goroutine involved. Reads still in flight when it
+// returns finish in the background.
+func (s *fileSet) readRing(rg *ring, r mirror.Read, p []byte, st started, hedge int64, tried []bool) (int, error) {
+	defer putRing(rg)
+	err := error(syscall.EIO)
+	pending, deadline := 0, int64(0)
+	ok := true
+	var got *ringOp
+	gotN := 0
+	for {
+		// Send st: an injected error without a delay fails it at once.
+		if ok {
+			f := s.files[st.i]
+			op := &ringOp{s: s, st: st, fd: f.fd, buf: getBuf(len(p)), off: r.Off}
+			var delay time.Duration
+			if f.faults != nil {
+				delay, op.fault = f.faults.readPlan()
+			}
+			if delay == 0 && op.fault != nil {
+				s.finish(st, 0, op.fault)
+				putBuf(op.buf)
+				err = op.fault
+				st, hedge, ok = s.pick(r, tried)
+				if ok || pending > 0 {
+					continue
+				}
+				return 0, err
+			}
+			rg.start(op, delay)
+			pending++
+			deadline = 0
+			if hedge > 0 {
+				deadline = monoNow() + hedge
+			}
+			ok = false
+		}
+		late := rg.enter(true, deadline)
+		rg.reap(func(op *ringOp, n int, e error) {
+			pending--
+			if e == nil && got == nil {
+				got, gotN = op, n
+				return
+			}
+			if e != nil {
+				err = e
+			}
+			putBuf(op.buf)
+		})
+		if got != nil {
+			n := copy(p, got.buf.b[:gotN])
+			putBuf(got.buf)
+			return n, nil
+		}
+		switch {
+		case pending == 0:
+			// All failed: the next mirror, if any.
+			if st, hedge, ok = s.pick(r, tried); !ok {
+				return 0, err
+			}
+		case late && deadline > 0:
+			// Still running after the delay: the next mirror too.
+			if st, hedge, ok = s.pick(r, tried); !ok {
+				deadline = 0
+			}
+		}
+	}
 }
 
 // readBuf is a buffer aligned for O_DIRECT.
