@@ -11,7 +11,7 @@ import (
 // TestUringLayout: the io_uring structures have the kernel's sizes.
 func TestUringLayout(t *testing.T) {
 	for _, c := range []struct {
-		name       string
+		name      string
 		got, want uintptr
 	}{
 		{"io_uring_params", unsafe.Sizeof(uringParams{}), 120},

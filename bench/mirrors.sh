@@ -77,6 +77,22 @@ slow() {
 	done
 }
 
+# mirror_share WHAT: where the reads of the last workload went, from the
+# mount's stat before and after it.
+mirror_share() {
+	python3 - "$WORK/before.json" "$WORK/after.json" "$1" <<'EOF'
+import json, sys
+b, a = (json.load(open(f)) for f in sys.argv[1:3])
+ms = list(zip(b.get("mirrors") or [], a.get("mirrors") or []))
+if ms:
+    n = [y["reads"] - x["reads"] for x, y in ms]
+    e = [y["errors"] - x["errors"] for x, y in ms]
+    print("# " + sys.argv[3] + ": reads per mirror " + ", ".join(
+        f"{y['dir'].rsplit('/', 1)[-1]} {k} ({100 * k / max(sum(n), 1):.1f} %)" for (x, y), k in zip(ms, n))
+        + (f"; errors {e}" if any(e) else ""), file=sys.stderr)
+EOF
+}
+
 ROWS=$WORK/rows
 printf 'pair\tpath\t4k rand MiB/s\t4k p99 ms\t4k max ms\t1M seq MiB/s\t1M p99 ms\t1M max ms\n' >"$ROWS"
 
@@ -85,12 +101,14 @@ measure() {
 	local pair=$1 path=$2 dir=$3 w row="$1\t$2"
 	for w in "--rw=randread --bs=4k" "--rw=read --bs=1M"; do
 		drop_caches
+		[ "$dir" != "$WORK/mnt" ] || sluice_stat "$dir" "$WORK/before.json" || true
 		# shellcheck disable=SC2086 # $w is two fio options
 		in_cgroup "$CG" fio --output-format=json --output="$WORK/run.json" --name=m \
 			--directory="$dir" --filename_format='f.$jobnum' --size="${FILE_MIB}M" \
 			--numjobs="$JOBS" --group_reporting --direct=1 --ioengine=psync --iodepth=1 \
 			--runtime="$RT" --time_based $w 2>"$WORK/run.err" ||
 			{ cat "$WORK/run.err" "$WORK/run.json" >&2; die "fio ($pair, $path, $w) failed"; }
+		[ "$dir" != "$WORK/mnt" ] || { sluice_stat "$dir" "$WORK/after.json" && mirror_share "$pair, $path, ${w#--rw=}"; } || true
 		row+="\t$(fio_get "$WORK/run.json" 'round(r["bw"] / 1024, 1)')"
 		row+="\t$(fio_get "$WORK/run.json" 'round(r["clat_ns"]["percentile"]["99.000000"] / 1e6, 2)')"
 		row+="\t$(fio_get "$WORK/run.json" 'round(r["clat_ns"]["max"] / 1e6, 2)')"
