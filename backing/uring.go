@@ -122,7 +122,8 @@ var rings struct {
 	off  bool // io_uring is not available here
 }
 
-// getRing returns an idle ring, or nil when io_uring is not available.
+// getRing returns an idle ring, or nil when none can be had: io_uring is
+// not available here, or a new ring could not be set up just now.
 func getRing() *ring {
 	rings.Lock()
 	if rings.off {
@@ -138,9 +139,14 @@ func getRing() *ring {
 	rings.Unlock()
 	r, err := newRing()
 	if err != nil {
-		rings.Lock()
-		rings.off = true
-		rings.Unlock()
+		// Without io_uring here (no system call, disabled, or lacking the
+		// features used) the goroutines serve from now on; a passing
+		// shortage (descriptors, memory) costs this read only.
+		if err == syscall.ENOSYS || err == syscall.EPERM || err == syscall.EINVAL {
+			rings.Lock()
+			rings.off = true
+			rings.Unlock()
+		}
 		return nil
 	}
 	return r
