@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -39,6 +40,9 @@ type MirrorStats struct {
 	Bytes    int64  `json:"bytes"`    // bytes they returned
 	Errors   int64  `json:"errors"`   // operations that failed on it
 	Inflight int    `json:"inflight"` // reads in flight
+	// Hedged counts its reads still running after the hedge delay, and
+	// sent to another mirror too.
+	Hedged int64 `json:"hedged"`
 	// Latency is a decaying average of its read times, ns (time constant
 	// mirror.DecayTime); 0 before its first read.
 	Latency int64 `json:"latency_ns"`
@@ -111,6 +115,11 @@ type Mirror struct {
 	wholeTree bool
 	trackSrc  int // the mirror the resync copies from
 	lastPass  int // objects the last resync's last pass compared
+	// answer answers a request early (SetAnswer); watchdog hedges the
+	// reads that can be (answer.go).
+	answer   atomic.Pointer[Answer]
+	watchdog watchdog
+
 	// betweenPasses, for tests, runs between a resync's passes.
 	betweenPasses func()
 	// afterLstat, for tests, runs in a resync's first pass between the
@@ -904,6 +913,7 @@ func (m *Mirror) Removexattr(id ID, name string) error {
 func (m *Mirror) As(c *Cred, fn func() error) error { return m.trees[0].As(c, fn) }
 
 func (m *Mirror) Close() error {
+	m.stopWatch()
 	var first error
 	for _, t := range m.trees {
 		if err := t.Close(); err != nil && first == nil {

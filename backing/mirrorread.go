@@ -1,6 +1,7 @@
 package backing
 
 import (
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -10,13 +11,16 @@ import (
 )
 
 // A read of a mirror set goes to the mirror the policy picks. If the
-// policy hedges (mirror.Hedger) and another mirror could serve it, the
-// read runs in the background into a buffer of its own; when it is still
-// running after the policy's delay, the same read goes to the next mirror
-// too, and the first answer is copied to the caller (the other finishes
-// in the background and is reported to the policy like any read). A read
-// that fails is tried on the next mirror at once. A policy that probes
-// (mirror.Prober) gets its background reads started here too.
+// policy hedges (mirror.Hedger) and another mirror could serve it, a read
+// still running after the policy's delay goes to the mirror the policy
+// would pick now too, unless that is the one it waits on, and the first
+// answer serves the caller (the other finishes in the background and is
+// reported to the policy like any read). A read whose caller can be
+// answered early runs on the caller's goroutine and is hedged by the
+// set's watchdog (answer.go); any other hedged read runs into a buffer of
+// its own, through an io_uring (readRing) or on a goroutine (readHedged).
+// A read that fails is tried on the next mirror at once. A policy that
+// probes (mirror.Prober) gets its background reads started here too.
 
 // started is one read sent to a mirror.
 type started struct {
@@ -29,9 +33,14 @@ type started struct {
 // read started; ok is false when none is left. hedge is how long the read
 // may run before it is hedged (0: never).
 func (s *fileSet) pick(r mirror.Read, tried []bool) (st started, hedge int64, ok bool) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	return s.pickLocked(r, tried)
+}
+
+// pickLocked is pick with m.mu held.
+func (s *fileSet) pickLocked(r mirror.Read, tried []bool) (st started, hedge int64, ok bool) {
 	m := s.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	i, k := -1, -1
 	if len(m.live) > 0 {
 		k = m.policy.Pick(m.now(), r)
@@ -50,6 +59,13 @@ func (s *fileSet) pick(r mirror.Read, tried []bool) (st started, hedge int64, ok
 	if i < 0 {
 		return st, 0, false
 	}
+	return s.send(r, tried, i, k)
+}
+
+// send reports r started on mirror i (policy index k) and returns how
+// long it may run before it is hedged. Called with m.mu held.
+func (s *fileSet) send(r mirror.Read, tried []bool, i, k int) (st started, hedge int64, ok bool) {
+	m := s.m
 	tried[i] = true
 	s.busy++
 	st = m.begin(i, k, r)
@@ -73,11 +89,9 @@ func (m *Mirror) begin(i, k int, r mirror.Read) started {
 	return st
 }
 
-// end reports a read's outcome to the counters and to the policy it was
-// started with.
-func (m *Mirror) end(st started, n int, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// endLocked reports a read's outcome to the counters and to the policy it
+// was started with. Called with m.mu held.
+func (m *Mirror) endLocked(st started, n int, err error) {
 	now := m.now()
 	c := &m.stats[st.i]
 	c.Inflight--
@@ -93,6 +107,37 @@ func (m *Mirror) end(st started, n int, err error) {
 			m.log("mirror %s: read failed (%v), served by another; %d failures so far", m.dirs[st.i], err, c.Errors)
 		}
 	}
+}
+
+// hedgeTo starts the hedge of r, sent as from and still in flight past
+// its delay, on the mirror the policy names (mirror.Hedger's HedgeTo),
+// and counts it. When ok is false, wait reports that a mirror not tried
+// is left, for a later try.
+func (s *fileSet) hedgeTo(r mirror.Read, tried []bool, from started) (st started, hedge int64, ok, wait bool) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	return s.hedgeToLocked(r, tried, from)
+}
+
+// hedgeToLocked is hedgeTo with m.mu held.
+func (s *fileSet) hedgeToLocked(r mirror.Read, tried []bool, from started) (st started, hedge int64, ok, wait bool) {
+	m := s.m
+	allowed := func(k int) bool { i := m.live[k]; return !tried[i] && s.files[i] != nil }
+	h, isH := m.policy.(mirror.Hedger)
+	switch {
+	case isH && from.gen == m.gen:
+		if k, yes := h.HedgeTo(m.now(), from.k, from.start, allowed); yes {
+			st, hedge, ok = s.send(r, tried, m.live[k], k)
+		}
+	default:
+		// The policy changed meanwhile: the mirror it picks, or the next.
+		st, hedge, ok = s.pickLocked(r, tried)
+	}
+	if ok {
+		m.stats[from.i].Hedged++
+		return st, hedge, true, false
+	}
+	return st, 0, false, slices.ContainsFunc(m.live, func(i int) bool { return !tried[i] && s.files[i] != nil })
 }
 
 // probe starts the background read the policy asks for, if any.
@@ -125,14 +170,31 @@ func (s *fileSet) probe(r mirror.Read) {
 // read of a set closed meanwhile.
 func (s *fileSet) finish(st started, n int, err error) {
 	m := s.m
-	m.end(st, n, err)
 	m.mu.Lock()
-	s.busy--
-	last := s.closing && s.busy == 0
+	m.endLocked(st, n, err)
+	last := s.idle()
 	m.mu.Unlock()
 	if last {
 		s.closeFiles()
 	}
+}
+
+// done ends what kept the set's files open without being a read (a
+// rescue), closing them if the set was closed meanwhile.
+func (s *fileSet) done() {
+	s.m.mu.Lock()
+	last := s.idle()
+	s.m.mu.Unlock()
+	if last {
+		s.closeFiles()
+	}
+}
+
+// idle counts one read of the set's out and reports whether the set was
+// closed and that was its last. Called with m.mu held.
+func (s *fileSet) idle() bool {
+	s.busy--
+	return s.closing && s.busy == 0
 }
 
 type answer struct {
@@ -142,6 +204,13 @@ type answer struct {
 }
 
 func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
+	n, _, err := s.read(pid, 0, p, off)
+	return n, err
+}
+
+// read is a read for the request tagged unique (0: none; see
+// ReadAtAnswering).
+func (s *fileSet) read(pid int, unique uint64, p []byte, off int64) (int, bool, error) {
 	r := mirror.Read{PID: pid, Off: off, Len: int64(len(p))}
 	var few [8]bool
 	tried := few[:]
@@ -153,22 +222,46 @@ func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
 	if ok {
 		s.probe(r)
 	}
-	for ok && hedge <= 0 {
-		n, rerr := s.files[st.i].ReadAt(p, off)
-		s.finish(st, n, rerr)
+	var answer Answer
+	if a := s.m.answer.Load(); a != nil && unique != 0 {
+		answer = *a
+	}
+	for ok {
+		var n int
+		var rerr error
+		switch {
+		case hedge <= 0:
+			n, rerr = s.files[st.i].ReadAt(p, off)
+			s.finish(st, n, rerr)
+		case answer != nil:
+			var answered bool
+			if n, answered, rerr = s.readWatched(r, unique, answer, p, st, hedge, tried); answered {
+				return n, true, nil
+			}
+		default:
+			// Hedged: every read into a buffer of its own.
+			if rg := getRing(); rg != nil {
+				n, rerr = s.readRing(rg, r, p, st, hedge, tried)
+			} else {
+				n, rerr = s.readHedged(r, p, st, hedge, tried)
+			}
+			return n, false, rerr
+		}
 		if rerr == nil {
-			return n, nil
+			return n, false, nil
 		}
 		err = rerr
 		st, hedge, ok = s.pick(r, tried)
 	}
-	if !ok {
-		return 0, err
-	}
-	// Hedged: every read into a buffer of its own.
-	if rg := getRing(); rg != nil {
-		return s.readRing(rg, r, p, st, hedge, tried)
-	}
+	return 0, false, err
+}
+
+// readHedged is a hedged read with a goroutine per mirror read, where
+// io_uring is not available.
+func (s *fileSet) readHedged(r mirror.Read, p []byte, st started, hedge int64, tried []bool) (int, error) {
+	off := r.Off
+	err := error(syscall.EIO)
+	ok := true
 	answers := make(chan answer, len(s.files))
 	launch := func(st started) {
 		f := s.files[st.i]
@@ -208,12 +301,17 @@ func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
 				}
 			}
 		case <-timer.C:
-			if st, hedge, ok = s.pick(r, tried); ok {
+			next, h, now, wait := s.hedgeTo(r, tried, st)
+			switch {
+			case now:
+				st, hedge = next, h
 				launch(st)
 				pending++
 				if hedge > 0 {
 					timer.Reset(time.Duration(hedge))
 				}
+			case wait:
+				timer.Reset(time.Duration(hedge))
 			}
 		}
 	}
@@ -282,8 +380,15 @@ func (s *fileSet) readRing(rg *ring, r mirror.Read, p []byte, st started, hedge 
 				return 0, err
 			}
 		case late && deadline > 0:
-			// Still running after the delay: the next mirror too.
-			if st, hedge, ok = s.pick(r, tried); !ok {
+			// Still running after the delay: the next mirror too, if
+			// the policy would send it there now, or a try later.
+			next, h, now, wait := s.hedgeTo(r, tried, st)
+			switch {
+			case now:
+				st, hedge, ok = next, h, true
+			case wait:
+				deadline = monoNow() + hedge
+			default:
 				deadline = 0
 			}
 		}

@@ -124,3 +124,89 @@ func getRingOrSkip(t *testing.T) bool {
 	rings.Unlock()
 	return false
 }
+
+// TestAnsweredRead: a read that can be answered early runs on its
+// caller's goroutine; stuck on a hung mirror past the hedge delay, it is
+// read from the other mirror and answered through the set's Answer while
+// it is still stuck, and when the mirror recovers the stuck read returns
+// saying its caller was answered. Reads not stuck return their own data.
+func TestAnsweredRead(t *testing.T) {
+	content := bytes.Repeat([]byte("0123456789abcdef"), 4096) // 64 KiB
+	faults := []*Faults{{}, {}}
+	dirs := mirrorDirs(t, 2, map[string]string{"f": string(content)})
+	m, err := NewMirror(dirs, MirrorOptions{Policy: "adaptive", Now: monoNow, Faults: faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	type early struct {
+		unique uint64
+		p      []byte
+	}
+	answers := make(chan early, 64)
+	m.SetAnswer(func(unique uint64, p []byte) error {
+		answers <- early{unique, bytes.Clone(p)}
+		return nil
+	})
+	e, err := m.Lookup(RootID, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.Open(e.ID, syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	type result struct {
+		unique   uint64
+		n        int
+		answered bool
+		err      error
+		p        []byte
+	}
+	results := make(chan result, 64)
+	want := func(u uint64) []byte { off := int64(u%16) * 4096; return content[off : off+4096] }
+	faults[0].SetRead(time.Minute, nil)
+	stuck := map[uint64]bool{}
+	for u := uint64(1); u <= 16; u++ {
+		go func() {
+			p := make([]byte, 4096)
+			n, answered, err := f.ReadAtAnswering(0, u, p, int64(u%16)*4096)
+			results <- result{u, n, answered, err, p}
+		}()
+		select {
+		case r := <-results:
+			if r.err != nil || r.answered || r.unique != u || !bytes.Equal(r.p[:r.n], want(u)) {
+				t.Fatalf("read %d: %d bytes, answered %v, %v", r.unique, r.n, r.answered, r.err)
+			}
+		case a := <-answers:
+			if a.unique != u || !bytes.Equal(a.p, want(u)) {
+				t.Fatalf("read %d answered early as %d with %d bytes", u, a.unique, len(a.p))
+			}
+			stuck[u] = true
+		case <-time.After(5 * time.Second):
+			t.Fatalf("read %d neither returned nor was answered in 5 s", u)
+		}
+	}
+	if len(stuck) == 0 {
+		t.Fatal("no read was stuck on the hung mirror and answered early")
+	}
+	if s := m.Stats(); s[0].Inflight != len(stuck) {
+		t.Errorf("%d reads in flight on the hung mirror, want the %d answered early: %+v", s[0].Inflight, len(stuck), s)
+	}
+	// The hung mirror recovers: the stuck reads return, answered.
+	faults[0].SetRead(0, nil)
+	for range stuck {
+		select {
+		case r := <-results:
+			if !stuck[r.unique] || !r.answered || r.err != nil || r.n != 4096 {
+				t.Errorf("stuck read %d returned %d bytes, answered %v, %v", r.unique, r.n, r.answered, r.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the stuck reads did not return after the mirror recovered")
+		}
+	}
+	if s := m.Stats(); s[0].Inflight != 0 || s[1].Inflight != 0 {
+		t.Errorf("reads left in flight: %+v", s)
+	}
+}

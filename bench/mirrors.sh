@@ -87,9 +87,10 @@ ms = list(zip(b.get("mirrors") or [], a.get("mirrors") or []))
 if ms:
     n = [y["reads"] - x["reads"] for x, y in ms]
     e = [y["errors"] - x["errors"] for x, y in ms]
+    h = [y.get("hedged", 0) - x.get("hedged", 0) for x, y in ms]
     print("# " + sys.argv[3] + ": reads per mirror " + ", ".join(
         f"{y['dir'].rsplit('/', 1)[-1]} {k} ({100 * k / max(sum(n), 1):.1f} %)" for (x, y), k in zip(ms, n))
-        + (f"; errors {e}" if any(e) else ""), file=sys.stderr)
+        + (f"; hedged {h}" if any(h) else "") + (f"; errors {e}" if any(e) else ""), file=sys.stderr)
 EOF
 }
 

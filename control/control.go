@@ -338,10 +338,10 @@ func (s Status) String() string {
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mirror\tstate\treads\tbytes\tin flight\tlatency\terrors\t\n")
+	fmt.Fprintf(tw, "mirror\tstate\treads\tbytes\tin flight\tlatency\terrors\thedged\t\n")
 	for _, m := range s.Mirrors {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t\n", m.Dir, m.State, m.Reads, m.Bytes, m.Inflight,
-			time.Duration(m.Latency).Round(time.Microsecond), m.Errors)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t\n", m.Dir, m.State, m.Reads, m.Bytes, m.Inflight,
+			time.Duration(m.Latency).Round(time.Microsecond), m.Errors, m.Hedged)
 	}
 	tw.Flush()
 	out = fmt.Sprintf("%s\nmirrors (read policy %s):\n%s", out, s.ReadPolicy, b.String())

@@ -210,7 +210,7 @@ func (h *handle) ensureReader() error {
 	return nil
 }
 
-func (h *handle) read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (h *handle) read(ctx context.Context, unique uint64, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	f := h.node.fsys
 	g := h.group(ctx)
 	if !g.Limited() || !h.direct {
@@ -230,16 +230,22 @@ func (h *handle) read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 			res = fuse.ReadResultFd(uintptr(h.file.Fd()), off, n)
 		} else {
 			// A mirror set's read goes to the mirror its policy picks
-			// for this caller, and to another if that one fails.
+			// for this caller, and to another if that one fails; one
+			// stuck on a slow mirror may be answered from another before
+			// it returns (answer.go).
 			pid := 0
 			if c, ok := fuse.FromContext(ctx); ok {
 				pid = int(c.Pid)
 			}
 			var err error
-			if n, err = h.file.ReadAtFor(pid, dest, off); err != nil {
+			var answered bool
+			if n, answered, err = h.file.ReadAtAnswering(pid, unique, dest, off); err != nil {
 				return nil, errno(err)
 			}
-			res = fuse.ReadResultVector([][]byte{dest[:n]})
+			if res = fuse.ReadResultVector([][]byte{dest[:n]}); answered {
+				// The kernel refuses this reply (see lateReplies).
+				res = fuse.ReadResultData(nil)
+			}
 		}
 		if !g.Limited() {
 			f.eng.Pass(g, throttle.Read, int64(n))

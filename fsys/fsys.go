@@ -136,6 +136,7 @@ type FS struct {
 	eng      *engine.Engine
 	tree     backing.Tree
 	mirrors  *backing.Mirror // the tree, when it is a mirror set
+	late     atomic.Int64    // replies the kernel will refuse: answered early
 	resolver atomic.Pointer[group.Resolver]
 	tags     group.Tags // process trees charged to a group (Tag)
 	server   *fuse.Server
@@ -246,7 +247,7 @@ func Mount(opts Options) (*FS, error) {
 		Debug:         opts.Debug,
 		// The FUSE library's lines: its per-request trace (Debug) at
 		// debug level, its complaints as warnings.
-		Logger: slog.NewLogLogger(f.log().Handler(), map[bool]slog.Level{true: slog.LevelDebug, false: slog.LevelWarn}[opts.Debug]),
+		Logger: slog.NewLogLogger(lateReplies{f.log().Handler(), &f.late}, map[bool]slog.Level{true: slog.LevelDebug, false: slog.LevelWarn}[opts.Debug]),
 		// The kernel checks every caller's permissions against the modes
 		// and POSIX ACLs sluice reports, for root and non-root mounts alike.
 		Options:   []string{"default_permissions"},
@@ -277,6 +278,13 @@ func Mount(opts Options) (*FS, error) {
 		return nil, fmt.Errorf("mount %s on %s: %w", f.source(), opts.Mountpoint, err)
 	}
 	f.server = server
+	if f.mirrors != nil {
+		if dev := fuseDevice(server); dev != nil {
+			if a := answerer(dev, &f.late); a != nil {
+				f.mirrors.SetAnswer(a)
+			}
+		}
+	}
 	go server.Serve()
 	if err := server.WaitMount(); err != nil {
 		server.Unmount()

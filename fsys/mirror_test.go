@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -314,7 +317,10 @@ func TestMirrorSlow(t *testing.T) {
 	}
 	dirs, mnt, seeds := mirrorSet(t, 2)
 	faults := []*backing.Faults{{}, {}}
-	f, unmount := serve(t, mirrorOpts(dirs, mnt, "adaptive", faults))
+	opts := mirrorOpts(dirs, mnt, "adaptive", faults)
+	var logs syncBuffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	f, unmount := serve(t, opts)
 	defer unmount()
 	share := func(d time.Duration) float64 {
 		before := f.Mirrors().Stats()
@@ -339,17 +345,23 @@ func TestMirrorSlow(t *testing.T) {
 		t.Errorf("after mirror 0 recovered it served %.2f of the reads; want 0.5 ± 0.2", s)
 	}
 
-	// Mirror 0 hangs (each read would take a minute): reads sent to it
-	// are hedged on mirror 1, and the caller never waits for it. Mirror 1
-	// is made slow first, so that the policy prefers mirror 0 when it
-	// hangs and the next reads are sent to it.
+	// Mirror 1, 5 ms slower per read, is left to mirror 0.
 	faults[1].SetRead(5*time.Millisecond, nil)
 	if s := share(500 * time.Millisecond); s < 0.9 {
 		t.Errorf("mirror 1, 5 ms slower per read, left mirror 0 %.2f of the reads; want ≥ 0.90", s)
 	}
 	faults[1].SetRead(0, nil)
+
+	// Mirror 0 hangs (each read would take a minute): reads sent to it
+	// are hedged on mirror 1 and answered from there while the read of
+	// mirror 0 is still stuck, so the caller never waits for it. The
+	// policy starts afresh, knowing neither mirror, so that its first
+	// read goes to mirror 0.
 	faults[0].SetRead(time.Minute, nil)
 	defer faults[0].SetRead(0, nil)
+	if err := f.Mirrors().SetPolicy("adaptive"); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	for k := range 3 {
 		got, err := readWholeAs(0, filepath.Join(mnt, fmt.Sprintf("seed%d", k)), true)
@@ -360,9 +372,47 @@ func TestMirrorSlow(t *testing.T) {
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("reading 3 MiB with mirror 0 hung took %v", d)
 	}
-	if st := f.Mirrors().Stats()[0]; st.Inflight == 0 {
+	st := f.Mirrors().Stats()[0]
+	if st.Inflight == 0 {
 		t.Errorf("no read is in flight on the hung mirror (%+v): the test did not hang it", st)
 	}
+	if st.Hedged == 0 {
+		t.Errorf("no read of the hung mirror was hedged: %+v", st)
+	}
+	// root's reads go straight to the backing files, each answerable
+	// early: those stuck were answered before they returned.
+	if f.late.Load() == 0 {
+		t.Error("no read stuck on the hung mirror was answered early")
+	}
+	// Mirror 0 recovers: the stuck reads return, and the kernel refuses
+	// their replies quietly.
+	faults[0].SetRead(0, nil)
+	for deadline := time.Now().Add(10 * time.Second); f.late.Load() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d replies to requests answered early were not refused by the kernel in 10 s", f.late.Load())
+		}
+	}
+	if strings.Contains(logs.String(), "Write/Writev failed") {
+		t.Errorf("the FUSE library's complaints about late replies were logged:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // TestMirrorResync: a mirror turned stale misses changes of every kind;

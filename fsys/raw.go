@@ -241,7 +241,7 @@ func (r *raw) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 	if !ok {
 		return nil, fuse.EBADF
 	}
-	res, e := h.read(ctxOf(cancel, &in.InHeader), buf[:min(len(buf), int(in.Size))], int64(in.Offset))
+	res, e := h.read(ctxOf(cancel, &in.InHeader), in.Unique, buf[:min(len(buf), int(in.Size))], int64(in.Offset))
 	return res, fuse.Status(e)
 }
 

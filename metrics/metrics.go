@@ -54,6 +54,7 @@ var (
 	mReads    = prometheus.NewDesc("sluice_mirror_reads_total", "Reads sent to the mirror.", m, nil)
 	mBytes    = prometheus.NewDesc("sluice_mirror_read_bytes_total", "Bytes the mirror's reads returned.", m, nil)
 	mErrors   = prometheus.NewDesc("sluice_mirror_errors_total", "Reads and writes that failed on the mirror.", m, nil)
+	mHedged   = prometheus.NewDesc("sluice_mirror_hedged_reads_total", "Reads of the mirror still running after the hedge delay, and sent to another mirror too.", m, nil)
 	mInflight = prometheus.NewDesc("sluice_mirror_inflight_reads", "Reads in flight on the mirror.", m, nil)
 	mLatency  = prometheus.NewDesc("sluice_mirror_latency_seconds", "A decaying average of the mirror's read times.", m, nil)
 	mState    = prometheus.NewDesc("sluice_mirror_state", "1 for the mirror's state (healthy, stale or resyncing), 0 for the others.", []string{"mirror", "state"}, nil)
@@ -63,7 +64,7 @@ type collector struct{ src Source }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{appBytes, appCalls, devBytes, devIOs, wait, limit, limitIOPS, readahead, callerless,
-		early, dirty, cacheBytes, cacheLimit, queued, mReads, mBytes, mErrors, mInflight, mLatency, mState} {
+		early, dirty, cacheBytes, cacheLimit, queued, mReads, mBytes, mErrors, mHedged, mInflight, mLatency, mState} {
 		ch <- d
 	}
 }
@@ -104,6 +105,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		count(mReads, ms.Reads, ms.Dir)
 		count(mBytes, ms.Bytes, ms.Dir)
 		count(mErrors, ms.Errors, ms.Dir)
+		count(mHedged, ms.Hedged, ms.Dir)
 		gauge(mInflight, float64(ms.Inflight), ms.Dir)
 		gauge(mLatency, float64(ms.Latency)/1e9, ms.Dir)
 		for _, st := range []string{backing.Healthy, backing.Stale, backing.Resyncing} {

@@ -167,6 +167,24 @@ func (p *adaptive) Probe(now int64) (int, bool) {
 	return 0, false
 }
 
+// HedgeTo returns the mirror, other than from and allowed, of lowest cost,
+// passing over any whose oldest read in flight started before this one:
+// a mirror stuck for longer than this read has waited is no better bet,
+// and hedging onto it would pile reads up on a hung mirror.
+func (p *adaptive) HedgeTo(now int64, from int, start int64, allowed func(int) bool) (int, bool) {
+	best, pick := math.Inf(1), -1
+	for j := range p.m {
+		m := &p.m[j]
+		if j == from || !allowed(j) || len(m.inflight) > 0 && m.inflight[0] < start {
+			continue
+		}
+		if c := p.cost(now, m); pick < 0 || c < best {
+			best, pick = c, j
+		}
+	}
+	return pick, pick >= 0
+}
+
 // HedgeAfter returns how long a read sent to mirror i may stay in flight
 // before the driver sends it to another mirror too: HedgeFactor times the
 // lowest average read time of the other mirrors, at least HedgeMin

@@ -316,3 +316,39 @@ func TestAdaptiveHedgeIgnoresPeaks(t *testing.T) {
 		t.Errorf("after one outlier of the fast mirror a read elsewhere is hedged after %v ns, want about HedgeMin", d)
 	}
 }
+
+// TestAdaptiveHedgeTo: a hedge goes to the cheapest mirror the driver
+// allows, but not to one whose oldest read in flight started before the
+// read being hedged: that mirror is stuck for longer than the read has
+// waited, and hedges would pile up on it.
+func TestAdaptiveHedgeTo(t *testing.T) {
+	p, _ := New("adaptive", 3)
+	h := p.(Hedger)
+	all := func(int) bool { return true }
+	for m := range 3 {
+		p.Started(0, m, Read{})
+		p.Done(100_000*int64(m+1), m, 0, nil) // 100, 200, 300 µs
+	}
+	now := int64(ms)
+	if m, ok := h.HedgeTo(now, 0, now-HedgeMin, all); !ok || m != 1 {
+		t.Errorf("hedge of a read on mirror 0: %d, %v; want mirror 1, the cheapest other", m, ok)
+	}
+	if m, ok := h.HedgeTo(now, 0, now-HedgeMin, func(m int) bool { return m != 1 }); !ok || m != 2 {
+		t.Errorf("hedge with mirror 1 tried: %d, %v; want mirror 2", m, ok)
+	}
+	// Mirror 1 hangs on a read sent before the one on mirror 0.
+	p.Started(now, 1, Read{})
+	now += 50 * ms
+	p.Started(now, 0, Read{})
+	now += HedgeMin
+	if m, ok := h.HedgeTo(now, 0, now-HedgeMin, all); !ok || m != 2 {
+		t.Errorf("hedge with mirror 1 stuck: %d, %v; want mirror 2", m, ok)
+	}
+	if m, ok := h.HedgeTo(now, 0, now-HedgeMin, func(m int) bool { return m != 2 }); ok {
+		t.Errorf("hedge with mirror 1 stuck and mirror 2 tried: mirror %d, want none", m)
+	}
+	// A read sent before mirror 1's stuck one may still go there.
+	if m, ok := h.HedgeTo(now, 2, 0, func(m int) bool { return m != 0 }); !ok || m != 1 {
+		t.Errorf("hedge of a read older than mirror 1's: %d, %v; want mirror 1", m, ok)
+	}
+}

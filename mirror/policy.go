@@ -37,12 +37,18 @@ type Prober interface {
 }
 
 // Hedger is a policy that hedges slow reads: when a read runs longer than
-// HedgeAfter, the driver sends it to another mirror too and the caller
-// takes the first answer.
+// HedgeAfter, the driver sends it to another mirror too (HedgeTo) and the
+// caller takes the first answer.
 type Hedger interface {
 	// HedgeAfter returns how long a read sent to mirror m may run before
 	// it is hedged; 0 for never.
 	HedgeAfter(now int64, m int) int64
+	// HedgeTo returns the mirror that a read sent to mirror from at
+	// start, still running at now, goes to as well, among those allowed
+	// accepts (the driver's: not tried yet, open); ok is false when none
+	// is a better bet than waiting on, and the driver asks again a hedge
+	// delay later.
+	HedgeTo(now int64, from int, start int64, allowed func(m int) bool) (m int, ok bool)
 }
 
 // Names lists the policies New knows.

@@ -744,7 +744,7 @@ func (r *runner) start(io *stack.IO) {
 			// mount goes on to a third mirror of three).
 			if after := hg.HedgeAfter(r.now, m); after > 0 && r.now+after < doneAt {
 				hr = &hedged{left: 1}
-				r.push(event{at: r.now + after, kind: evHedge, io: io, n: n, m: m, t: t, h: hr})
+				r.push(event{at: r.now + after, kind: evHedge, io: io, n: n, m: m, t: t, h: hr, sent: r.now})
 			}
 		}
 		r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: di, m: m, sent: r.now, h: hr})
@@ -768,16 +768,21 @@ func (r *runner) start(io *stack.IO) {
 }
 
 // hedge sends a mirror read that has run long to the mirror the policy
-// picks now, or the next one when it picks the same.
+// names (mirror.Hedger's HedgeTo), or asks again a hedge delay later.
 func (r *runner) hedge(ev event) {
 	if ev.h.done {
 		return
 	}
-	rd := mirror.Read{PID: ev.t.pid, Off: ev.io.Off, Len: ev.io.Len}
-	m := r.policy.Pick(r.now, rd)
-	if m == ev.m {
-		m = (m + 1) % len(r.mirrors)
+	hg := r.policy.(mirror.Hedger)
+	m, ok := hg.HedgeTo(r.now, ev.m, ev.sent, func(j int) bool { return j != ev.m })
+	if !ok {
+		if after := hg.HedgeAfter(r.now, ev.m); after > 0 {
+			ev.at = r.now + after
+			r.push(ev)
+		}
+		return
 	}
+	rd := mirror.Read{PID: ev.t.pid, Off: ev.io.Off, Len: ev.io.Len}
 	r.policy.Started(r.now, m, rd)
 	di := r.mirrors[m]
 	doneAt, err := r.devList[di].Start(r.now, device.Read, ev.n)
