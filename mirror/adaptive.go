@@ -22,7 +22,7 @@ const (
 	// average, not the peak the costs use), and at least HedgeMin, is
 	// sent to another mirror as well (HedgeFirst while no mirror has an
 	// estimate yet); the first answer serves the caller.
-	HedgeFactor       = 4
+	HedgeFactor       = 2
 	HedgeMin    int64 = 2e6  // ns
 	HedgeFirst  int64 = 10e6 // ns
 	// streams is how many recent read ends each mirror remembers to

@@ -260,10 +260,10 @@ func TestAdaptiveHedge(t *testing.T) {
 	p.Started(0, 1, Read{})
 	p.Done(10*ms, 1, 0, nil) // mirror 1: 10 ms
 	if d := h.HedgeAfter(10*ms, 1); d != HedgeMin {
-		t.Errorf("a read on the slow mirror is hedged after %d ns, want %d (4 × 100 µs, at least HedgeMin)", d, HedgeMin)
+		t.Errorf("a read on the slow mirror is hedged after %d ns, want %d (%d × 100 µs, at least HedgeMin)", d, HedgeMin, HedgeFactor)
 	}
-	if d := h.HedgeAfter(10*ms, 0); d != 40*ms {
-		t.Errorf("a read on the fast mirror is hedged after %d ns, want 40 ms (4 × the slow one's 10 ms)", d)
+	if d := h.HedgeAfter(10*ms, 0); d != HedgeFactor*10*ms {
+		t.Errorf("a read on the fast mirror is hedged after %d ns, want %d × the slow one's 10 ms", d, HedgeFactor)
 	}
 }
 
