@@ -1,6 +1,7 @@
 package backing
 
 import (
+	"sync"
 	"syscall"
 	"time"
 
@@ -67,6 +68,9 @@ type watched struct {
 	n        int // bytes answered
 	rerr     error
 }
+
+// watches holds watched records for reuse: one per read otherwise.
+var watches sync.Pool
 
 // watchdog is a mirror set's list of watched reads. Guarded by m.mu.
 type watchdog struct {
@@ -201,19 +205,26 @@ func (s *fileSet) rescue(w *watched, st started) {
 	s.done()
 }
 
-// readWatched is the read of r from the mirror st, on the caller's
-// goroutine, watched for its hedge deadline.
-func (s *fileSet) readWatched(r mirror.Read, unique uint64, answer Answer, p []byte, st started, hedge int64, tried []bool) (n int, answered bool, err error) {
-	m := s.m
-	w := &watched{s: s, r: r, unique: unique, answer: answer, deadline: st.start + hedge, every: hedge, from: st}
+// watched returns the watch of r sent as st. Called with m.mu held.
+func (s *fileSet) watched(r mirror.Read, unique uint64, answer Answer, st started, hedge int64, tried []bool) *watched {
+	w, _ := watches.Get().(*watched)
+	if w == nil {
+		w = new(watched)
+	}
+	*w = watched{s: s, r: r, unique: unique, answer: answer, deadline: st.start + hedge, every: hedge, from: st}
 	w.tried = w.few[:0]
 	if len(tried) > len(w.few) {
 		w.tried = make([]bool, 0, len(tried))
 	}
 	w.tried = append(w.tried, tried...)
-	m.mu.Lock()
-	m.watch(w)
-	m.mu.Unlock()
+	return w
+}
+
+// readWatched is the read of w from the mirror st, on the caller's
+// goroutine, watched (m.watch) for its hedge deadline.
+func (s *fileSet) readWatched(w *watched, p []byte, st started, tried []bool) (n int, answered bool, err error) {
+	m := s.m
+	r := w.r
 	n, err = s.files[st.i].ReadAt(p, r.Off)
 	m.mu.Lock()
 	m.endLocked(st, n, err)
@@ -229,7 +240,12 @@ func (s *fileSet) readWatched(r mirror.Read, unique uint64, answer Answer, p []b
 	if last {
 		s.closeFiles()
 	}
-	if !hedged || (err == nil && !claimed) {
+	if !hedged {
+		// Nothing else refers to w: it is used again.
+		watches.Put(w)
+		return n, false, err
+	}
+	if err == nil && !claimed {
 		return n, false, err
 	}
 	// The rescue is answering, or is the caller's only hope.

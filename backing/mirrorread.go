@@ -140,30 +140,55 @@ func (s *fileSet) hedgeToLocked(r mirror.Read, tried []bool, from started) (st s
 	return st, 0, false, slices.ContainsFunc(m.live, func(i int) bool { return !tried[i] && s.files[i] != nil })
 }
 
-// probe starts the background read the policy asks for, if any.
-func (s *fileSet) probe(r mirror.Read) {
+// probeLocked starts the background read the policy asks for, if any,
+// and returns it for the caller to run (probe) once m.mu is released.
+// Called with m.mu held.
+func (s *fileSet) probeLocked(r mirror.Read) (st started, ok bool) {
 	m := s.m
-	m.mu.Lock()
-	pr, ok := m.policy.(mirror.Prober)
-	if !ok {
-		m.mu.Unlock()
-		return
+	pr, isP := m.policy.(mirror.Prober)
+	if !isP {
+		return st, false
 	}
 	k, ok := pr.Probe(m.now())
 	if !ok || s.files[m.live[k]] == nil {
-		m.mu.Unlock()
-		return
+		return st, false
 	}
 	s.busy++
-	st := m.begin(m.live[k], k, r)
+	return m.begin(m.live[k], k, r), true
+}
+
+// probe runs the background read st of r.
+func (s *fileSet) probe(r mirror.Read, st started) {
 	f := s.files[st.i]
-	m.mu.Unlock()
 	go func() {
 		buf := getBuf(int(r.Len))
 		n, err := f.ReadAt(buf.b, r.Off)
 		putBuf(buf)
 		s.finish(st, n, err)
 	}()
+}
+
+// first picks the mirror of r's first read, and under the same lock
+// starts the policy's probe and, when the read may be hedged and its
+// caller answered early (answer), watches it (w).
+func (s *fileSet) first(r mirror.Read, tried []bool, unique uint64, answer Answer) (st started, hedge int64, ok bool, w *watched) {
+	m := s.m
+	m.mu.Lock()
+	st, hedge, ok = s.pickLocked(r, tried)
+	var pst started
+	var probe bool
+	if ok {
+		pst, probe = s.probeLocked(r)
+		if hedge > 0 && answer != nil {
+			w = s.watched(r, unique, answer, st, hedge, tried)
+			m.watch(w)
+		}
+	}
+	m.mu.Unlock()
+	if probe {
+		s.probe(r, pst)
+	}
+	return st, hedge, ok, w
 }
 
 // finish reports a read's end, and closes the files when it was the last
@@ -218,14 +243,11 @@ func (s *fileSet) read(pid int, unique uint64, p []byte, off int64) (int, bool, 
 		tried = make([]bool, len(s.files))
 	}
 	err := error(syscall.EIO)
-	st, hedge, ok := s.pick(r, tried)
-	if ok {
-		s.probe(r)
-	}
 	var answer Answer
 	if a := s.m.answer.Load(); a != nil && unique != 0 {
 		answer = *a
 	}
+	st, hedge, ok, w := s.first(r, tried, unique, answer)
 	for ok {
 		var n int
 		var rerr error
@@ -235,9 +257,16 @@ func (s *fileSet) read(pid int, unique uint64, p []byte, off int64) (int, bool, 
 			s.finish(st, n, rerr)
 		case answer != nil:
 			var answered bool
-			if n, answered, rerr = s.readWatched(r, unique, answer, p, st, hedge, tried); answered {
+			if w == nil {
+				s.m.mu.Lock()
+				w = s.watched(r, unique, answer, st, hedge, tried)
+				s.m.watch(w)
+				s.m.mu.Unlock()
+			}
+			if n, answered, rerr = s.readWatched(w, p, st, tried); answered {
 				return n, true, nil
 			}
+			w = nil
 		default:
 			// Hedged: every read into a buffer of its own.
 			if rg := getRing(); rg != nil {
