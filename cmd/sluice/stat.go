@@ -40,9 +40,9 @@ backing page cache now (dirty), and the time writers were paused
 "time", "groups": [{"group", "limits", and every counter above under its
 column name, times as *_ns}], "cache_bytes", "cache_limit", "queued", and for
 a mirror set "read_policy", "mirrors": [{"dir", "state", "reads", "bytes",
-"errors", "hedged", "inflight", "latency_ns", "resynced_bytes"}], "last_resync"}. Within
-a schema fields are only added; one removed, renamed or changing meaning
-makes a new schema number.
+"errors", "hedged", "inflight", "latency_ns", "resynced_bytes"}],
+"last_resync"}. Within a schema fields are only added; one removed, renamed
+or changing meaning makes a new schema number.
   sluice stat /mnt/data
   sluice stat --json /mnt/data | jq '.groups[] | {group, rbytes}'
 
