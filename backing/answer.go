@@ -57,7 +57,7 @@ type watched struct {
 	deadline int64
 	every    int64   // the hedge delay
 	from     started // the caller's own read
-	idx      int     // in m.watch.list
+	idx      int     // in m.watchdog.list; -1 when out
 	few      [8]bool
 	tried    []bool // the mirrors tried, for the rescue
 	hedged   bool   // the watchdog has sent it to another mirror
