@@ -1,7 +1,6 @@
 package backing
 
 import (
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -46,20 +45,29 @@ func (s *fileSet) pickLocked(r mirror.Read, tried []bool) (st started, hedge int
 		k = m.policy.Pick(m.now(), r)
 		i = m.live[k]
 	}
-	if i < 0 || tried[i] || s.files[i] == nil {
+	if i < 0 || !s.free(i, tried) {
 		// The policy's pick is out: the next healthy mirror not tried.
-		i, k = -1, -1
-		for kk, j := range m.live {
-			if !tried[j] && s.files[j] != nil {
-				i, k = j, kk
-				break
-			}
+		if k = s.untried(tried); k < 0 {
+			return st, 0, false
 		}
-	}
-	if i < 0 {
-		return st, 0, false
+		i = m.live[k]
 	}
 	return s.send(r, tried, i, k)
+}
+
+// free reports whether mirror i is open and not tried. Called with m.mu
+// held.
+func (s *fileSet) free(i int, tried []bool) bool { return !tried[i] && s.files[i] != nil }
+
+// untried returns the policy index of the first healthy mirror free for
+// another try, -1 for none. Called with m.mu held.
+func (s *fileSet) untried(tried []bool) int {
+	for k, i := range s.m.live {
+		if s.free(i, tried) {
+			return k
+		}
+	}
+	return -1
 }
 
 // send reports r started on mirror i (policy index k) and returns how
@@ -69,13 +77,8 @@ func (s *fileSet) send(r mirror.Read, tried []bool, i, k int) (st started, hedge
 	tried[i] = true
 	s.busy++
 	st = m.begin(i, k, r)
-	if h, isH := m.policy.(mirror.Hedger); isH {
-		for _, j := range m.live {
-			if !tried[j] && s.files[j] != nil {
-				hedge = h.HedgeAfter(st.start, k)
-				break
-			}
-		}
+	if h, isH := m.policy.(mirror.Hedger); isH && s.untried(tried) >= 0 {
+		hedge = h.HedgeAfter(st.start, k)
 	}
 	return st, hedge, true
 }
@@ -122,7 +125,7 @@ func (s *fileSet) hedgeTo(r mirror.Read, tried []bool, from started) (st started
 // hedgeToLocked is hedgeTo with m.mu held.
 func (s *fileSet) hedgeToLocked(r mirror.Read, tried []bool, from started) (st started, hedge int64, ok, wait bool) {
 	m := s.m
-	allowed := func(k int) bool { i := m.live[k]; return !tried[i] && s.files[i] != nil }
+	allowed := func(k int) bool { return s.free(m.live[k], tried) }
 	h, isH := m.policy.(mirror.Hedger)
 	switch {
 	case isH && from.gen == m.gen:
@@ -137,7 +140,7 @@ func (s *fileSet) hedgeToLocked(r mirror.Read, tried []bool, from started) (st s
 		m.stats[from.i].Hedged++
 		return st, hedge, true, false
 	}
-	return st, 0, false, slices.ContainsFunc(m.live, func(i int) bool { return !tried[i] && s.files[i] != nil })
+	return st, 0, false, s.untried(tried) >= 0
 }
 
 // probeLocked starts the background read the policy asks for, if any,

@@ -47,22 +47,7 @@ func TestHedgedRead(t *testing.T) {
 			if !c.off && getRingOrSkip(t) {
 				return
 			}
-			faults := []*Faults{{}, {}}
-			dirs := mirrorDirs(t, 2, map[string]string{"f": string(content)})
-			m, err := NewMirror(dirs, MirrorOptions{Policy: "adaptive", Now: monoNow, Faults: faults})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			e, err := m.Lookup(RootID, "f")
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := m.Open(e.ID, syscall.O_RDONLY)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
+			m, f, faults := adaptivePair(t, content)
 			read := func(what string) {
 				t.Helper()
 				for i := range 16 {
@@ -132,13 +117,7 @@ func getRingOrSkip(t *testing.T) bool {
 // saying its caller was answered. Reads not stuck return their own data.
 func TestAnsweredRead(t *testing.T) {
 	content := bytes.Repeat([]byte("0123456789abcdef"), 4096) // 64 KiB
-	faults := []*Faults{{}, {}}
-	dirs := mirrorDirs(t, 2, map[string]string{"f": string(content)})
-	m, err := NewMirror(dirs, MirrorOptions{Policy: "adaptive", Now: monoNow, Faults: faults})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, f, faults := adaptivePair(t, content)
 	type early struct {
 		unique uint64
 		p      []byte
@@ -148,15 +127,6 @@ func TestAnsweredRead(t *testing.T) {
 		answers <- early{unique, bytes.Clone(p)}
 		return nil
 	})
-	e, err := m.Lookup(RootID, "f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := m.Open(e.ID, syscall.O_RDONLY)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	type result struct {
 		unique   uint64
 		n        int
@@ -209,4 +179,28 @@ func TestAnsweredRead(t *testing.T) {
 	if s := m.Stats(); s[0].Inflight != 0 || s[1].Inflight != 0 {
 		t.Errorf("reads left in flight: %+v", s)
 	}
+}
+
+// adaptivePair returns a two-way mirror set under the adaptive policy
+// holding content as "f", that file open, and each mirror's faults; all
+// are closed when the test ends.
+func adaptivePair(t *testing.T, content []byte) (*Mirror, *File, []*Faults) {
+	t.Helper()
+	faults := []*Faults{{}, {}}
+	dirs := mirrorDirs(t, 2, map[string]string{"f": string(content)})
+	m, err := NewMirror(dirs, MirrorOptions{Policy: "adaptive", Now: monoNow, Faults: faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	e, err := m.Lookup(RootID, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.Open(e.ID, syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return m, f, faults
 }
