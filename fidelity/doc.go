@@ -19,6 +19,10 @@
 // the simulator does not model. go test ./... runs other packages' tests
 // beside it (on two cores, enough to fail it), so run this package on
 // its own (go test -race ./fidelity); each case logs the CPU that others
-// used during its real run. FIDELITY_CASES="rbps=4MiB rbps=16MiB" runs
+// used during its real run, and who they were (processes, and the
+// hypervisor's steal on a shared host). A case whose real run was busy
+// and disagrees is run again, four times at most, and skipped, saying
+// so, when every try was busy; a quiet run that disagrees fails.
+// FIDELITY_CASES="rbps=4MiB rbps=16MiB" runs
 // other limits than the default cases.
 package fidelity

@@ -2,6 +2,7 @@ package fidelity
 
 import (
 	"bytes"
+	"cmp"
 	"debug/buildinfo"
 	"encoding/json"
 	"errors"
@@ -131,38 +132,56 @@ func TestFidelity(t *testing.T) {
 	for _, fc := range cases {
 		limits := fc.limits
 		t.Run(limits, func(t *testing.T) {
-			dev := latency(t, data)
-			dev.bw, dev.depth = bw, depth
 			srv := mount(t, bin, base, src, opts, limits)
 			defer srv.stop(t)
-			fuseLat := roundTrip(t, filepath.Join(srv.mnt, filepath.Base(probe)))
-			t.Logf("calibrated: 4k O_DIRECT random reads mean %v, stdev %v, p50 %v, p99 %v (%d reads); "+
-				"fitted lognormal(%v,%v), median %v, p99 %v; FUSE round trip %v; load average %s",
-				dev.rawMean, dev.rawStdev, dev.p50, dev.p99, dev.samples,
-				dev.latMean, dev.latStdev, dev.fitP50, dev.fitP99, fuseLat, loadAvg())
+			// A run the machine disturbed (its CPU taken by others: other
+			// processes, or the hypervisor, which on a shared host steals
+			// most when this VM is busy) measures the machine, not the
+			// model, and is run again while it disagrees; what every try
+			// measured is logged.
+			var (
+				simSide, control, realSide side
+				checks, controlChecks      []check
+				fuseLat                    time.Duration
+			)
+			for try := 1; ; try++ {
+				dev := latency(t, data)
+				dev.bw, dev.depth = bw, depth
+				fuseLat = roundTrip(t, filepath.Join(srv.mnt, filepath.Base(probe)))
+				t.Logf("calibrated: 4k O_DIRECT random reads mean %v, stdev %v, p50 %v, p99 %v (%d reads); "+
+					"fitted lognormal(%v,%v), median %v, p99 %v; FUSE round trip %v; load average %s",
+					dev.rawMean, dev.rawStdev, dev.p50, dev.p99, dev.samples,
+					dev.latMean, dev.latStdev, dev.fitP50, dev.fitP99, fuseLat, loadAvg())
 
-			simSide := simulate(t, limits, dev, fuseLat, opts, true)
-			// The same scenario with the readahead budget off in the sim
-			// only: a control the comparison must tell from the mount.
-			control := simulate(t, limits, dev, fuseLat, opts, false)
-			realSide := runReal(t, srv, src, filepath.Join(srv.mnt, filepath.Base(data)))
+				simSide = simulate(t, limits, dev, fuseLat, opts, true)
+				// The same scenario with the readahead budget off in the
+				// sim only: a control the comparison must tell from the
+				// mount.
+				control = simulate(t, limits, dev, fuseLat, opts, false)
+				realSide = runReal(t, srv, src, filepath.Join(srv.mnt, filepath.Base(data)))
 
-			checks := compare(simSide, realSide, fc.readahead)
-			controlChecks := compare(control, realSide, fc.readahead)
-			t.Logf("%s, %v of 4k sequential reads: the calibrated scenario in the simulator, the mount, and the control (budget off in the simulator only); "+
-				"other processes used %s cores during the real run:\n%s",
-				limits, runFor, othersString(realSide.others), table(checks, controlChecks))
+				checks = compare(simSide, realSide, fc.readahead)
+				controlChecks = compare(control, realSide, fc.readahead)
+				t.Logf("%s, %v of 4k sequential reads, try %d: the calibrated scenario in the simulator, the mount, and the control (budget off in the simulator only); "+
+					"others used %s cores during the real run (%s):\n%s",
+					limits, runFor, try, othersString(realSide.others), realSide.whoElse, table(checks, controlChecks))
+				if !(realSide.others > busyOthers) || allOK(checks) {
+					break
+				}
+				if try == busyTries {
+					t.Skipf("skipping: the machine was busy during all %d real runs (others used more than %.2f of its %d cores each time, "+
+						"%s the last): they slow the mount's server, which the simulator does not model, and the sim and the mount disagreed each time. "+
+						"Under go test ./... they are other packages' tests; run this package alone on a quiet machine",
+						busyTries, busyOthers, runtime.NumCPU(), othersString(realSide.others))
+				}
+				t.Logf("the machine was busy during the real run and the figures disagree: again (%d tries at most)", busyTries)
+			}
 			raFailed := false
 			for _, c := range checks {
 				if !c.ok() {
 					raFailed = raFailed || c.name != checks[0].name
 					t.Errorf("%s: sim %s, real %s: %s apart, tolerance %s", c.name, c.fmt(c.sim), c.fmt(c.real), c.diffString(), c.tolString())
 				}
-			}
-			if t.Failed() && realSide.others > busyOthers {
-				t.Logf("note: the machine was busy during the real run (other processes used %s of its %d cores): they slow the mount's server, "+
-					"which the simulator does not model. Under go test ./... they are other packages' tests; run this package alone to tell that from the model",
-					othersString(realSide.others), runtime.NumCPU())
 			}
 			if raFailed {
 				t.Logf("note: the simulator releases the throttle on time; the mount's engine wakes on a timerfd, which woke this process %v late at the median. "+
@@ -483,68 +502,179 @@ func wakeLateness(t *testing.T) lateness {
 	return lateness{time.Duration(mean), time.Duration(percentile(late, 50)), time.Duration(percentile(late, 99))}
 }
 
-// cpuOthers is the CPU time the machine has spent since boot outside
-// this process, its waited-for children (the readers) and the mount's
-// server: other processes' and the kernel's threads'. -1 when it cannot
+// cpuSample is what the machine's CPU time since boot was at one moment:
+// its total outside idle and iowait, that total's parts, and each
+// process's own, for telling who used it between two samples.
+type cpuSample struct {
+	busy  time.Duration    // user nice system irq softirq steal
+	parts [6]time.Duration // the same, each
+	procs map[int]procCPU  // every process's utime+stime
+	self  time.Duration    // this process and its waited-for children
+	srv   time.Duration    // the mount's server
+}
+
+type procCPU struct {
+	comm string
+	cpu  time.Duration
+}
+
+var cpuParts = [6]string{"user", "nice", "system", "irq", "softirq", "steal"}
+
+// cpuNow samples the machine's CPU time; ok is false when /proc cannot
 // be read.
-func (s *server) cpuOthers() time.Duration {
+func (s *server) cpuNow() (c cpuSample, ok bool) {
 	const tick = time.Second / 100 // USER_HZ
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return -1
+		return c, false
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return -1
+		return c, false
 	}
-	var busy time.Duration
 	// user nice system idle iowait irq softirq steal: all but idle and
 	// iowait.
+	k := 0
 	for i, v := range f[1:9] {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return -1
+			return c, false
 		}
 		if i != 3 && i != 4 {
-			busy += time.Duration(n) * tick
+			c.parts[k] = time.Duration(n) * tick
+			c.busy += c.parts[k]
+			k++
 		}
 	}
-	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
-	if err != nil {
-		return -1
+	c.procs = procsCPU()
+	p, found := c.procs[s.cmd.Process.Pid]
+	if !found {
+		return c, false
 	}
-	// Fields after the command's closing parenthesis, from the third:
-	// utime and stime are the 14th and 15th.
-	f = strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return -1
-	}
-	for _, v := range f[11:13] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return -1
-		}
-		busy -= time.Duration(n) * tick
-	}
+	c.srv = p.cpu
 	for _, who := range []int{unix.RUSAGE_SELF, unix.RUSAGE_CHILDREN} {
 		var ru unix.Rusage
 		if err := unix.Getrusage(who, &ru); err != nil {
-			return -1
+			return c, false
 		}
-		busy -= time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		c.self += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	return busy
+	return c, true
+}
+
+// procsCPU is every process's CPU time (utime+stime, all its threads),
+// kernel threads included, by pid.
+func procsCPU() map[int]procCPU {
+	const tick = time.Second / 100
+	m := make(map[int]procCPU)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone
+		}
+		open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		// Fields after the command's closing parenthesis, from the
+		// third: utime and stime are the 14th and 15th.
+		f := strings.Fields(string(b[end+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		var cpu time.Duration
+		for _, v := range f[11:13] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			cpu += time.Duration(n) * tick
+		}
+		m[pid] = procCPU{string(b[open+1 : end]), cpu}
+	}
+	return m
+}
+
+// others is the CPU, in cores, that everything but this process, its
+// waited-for children (the readers) and the mount's server used from a
+// to b, over d: other processes' and the kernel's threads'. The
+// machine's figure is sampled at each tick, ours are exact: a quiet run
+// can come out a little below zero, which is 0.
+func others(a, b cpuSample, d time.Duration) float64 {
+	used := (b.busy - a.busy) - (b.srv - a.srv) - (b.self - a.self)
+	return max(0, used.Seconds()/d.Seconds())
+}
+
+// whoElse says where the others' CPU from a to b went: the machine's
+// parts (steal is time the hypervisor gave to someone else) and the
+// processes that used the most, this test, its readers and the server
+// left out.
+func whoElse(a, b cpuSample, d time.Duration, skip ...int) string {
+	var parts []string
+	for i, name := range cpuParts {
+		if u := (b.parts[i] - a.parts[i]).Seconds() / d.Seconds(); u >= 0.01 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", name, u))
+		}
+	}
+	type use struct {
+		name string
+		c    float64
+	}
+	var uses []use
+	for pid, p := range b.procs {
+		if slices.Contains(skip, pid) {
+			continue
+		}
+		u := (p.cpu - a.procs[pid].cpu).Seconds() / d.Seconds()
+		if _, old := a.procs[pid]; !old {
+			u = p.cpu.Seconds() / d.Seconds() // started during the run
+		}
+		if u >= 0.01 {
+			uses = append(uses, use{fmt.Sprintf("%s[%d]", p.comm, pid), u})
+		}
+	}
+	slices.SortFunc(uses, func(x, y use) int { return cmp.Compare(y.c, x.c) })
+	var top []string
+	for i, u := range uses {
+		if i == 6 {
+			break
+		}
+		top = append(top, fmt.Sprintf("%s %.2f", u.name, u.c))
+	}
+	if len(top) == 0 {
+		top = []string{"none above 0.01 (processes that exited during the run are not seen)"}
+	}
+	return fmt.Sprintf("machine, all of it, in cores: %s; processes, others: %s", strings.Join(parts, ", "), strings.Join(top, ", "))
 }
 
 // busyOthers is the CPU used by others during the real run (see
-// cpuOthers), in cores, above which a failure notes that the machine was
-// busy. Undisturbed runs on the 2-core VM this was written on: 0.08-0.12
-// (the kernel's own threads, the loop device's among them). Under go test
-// -race ./... there, with other packages' tests beside this one: 0.8-1.1,
-// and the 8 and 32 MiB/s cases failed (real ra_issued/rbytes 14-35 % at
-// 8 MiB/s; bandwidth 5-23 % short at 32 MiB/s).
+// others), in cores, above which the machine was busy and a case whose
+// figures disagree is run again. Undisturbed runs on the 2-core VM this
+// was written on: 0.00-0.12 (the kernel's own threads, the loop device's
+// among them). Under go test -race ./... there, with other packages' tests
+// beside this one: 0.8-1.1, and the 8 and 32 MiB/s cases failed (real
+// ra_issued/rbytes 14-35 % at 8 MiB/s; bandwidth 5-23 % short at 32
+// MiB/s). Alone, on a day the VM's host was busy: 0.36-0.78, nearly all of
+// it steal (the hypervisor running others on this VM's cores), and the
+// 8 MiB/s case failed each time (ra_issued/rbytes 45-82 %, bandwidth up to
+// 29 % short), the 2 MiB/s case at 0.73 (21 %).
 const busyOthers = 0.25
+
+// busyTries is how many times a case's real run is tried while the
+// machine is busy during it and the figures disagree.
+const busyTries = 4
+
+func allOK(cs []check) bool {
+	for _, c := range cs {
+		if !c.ok() {
+			return false
+		}
+	}
+	return true
+}
 
 func othersString(c float64) string {
 	if math.IsNaN(c) {
@@ -863,8 +993,10 @@ type side struct {
 	counters stack.Counters
 	// others is the CPU, in cores, that everything but the test, the
 	// mount's server and the reader used during the real run (see
-	// cpuOthers); NaN when unknown, 0 in the simulator.
-	others float64
+	// others); NaN when unknown, 0 in the simulator; whoElse says who
+	// they were.
+	others  float64
+	whoElse string
 }
 
 // simulate runs the scenario and returns its figures.
@@ -905,13 +1037,14 @@ func counters(t *testing.T, m stack.Metrics) stack.Counters {
 func runReal(t *testing.T, s *server, src, path string) side {
 	t.Helper()
 	dropCaches(t, src)
-	c0, t0 := s.cpuOthers(), time.Now()
+	c0, ok0 := s.cpuNow()
+	t0 := time.Now()
 	r := read(t, readerUID, path, fileSize, runFor)
-	others := math.NaN()
-	if c1 := s.cpuOthers(); c0 >= 0 && c1 >= 0 {
-		// The machine's figure is sampled at each tick, ours are
-		// exact: a quiet run can come out a little below zero.
-		others = max(0, (c1-c0).Seconds()/time.Since(t0).Seconds())
+	c1, ok1 := s.cpuNow()
+	d := time.Since(t0)
+	busy, who := math.NaN(), ""
+	if ok0 && ok1 {
+		busy, who = others(c0, c1, d), whoElse(c0, c1, d, os.Getpid(), s.cmd.Process.Pid)
 	}
 	// Readahead still queued or in flight when the reader stopped is
 	// counted as it completes, as in the simulator: wait until the
@@ -925,7 +1058,7 @@ func runReal(t *testing.T, s *server, src, path string) side {
 		}
 		m = n
 	}
-	return side{bw: r.bw(), bytes: r.bytes, ios: r.ios, clatAvg: r.clatAvg, counters: counters(t, m), others: others}
+	return side{bw: r.bw(), bytes: r.bytes, ios: r.ios, clatAvg: r.clatAvg, counters: counters(t, m), others: busy, whoElse: who}
 }
 
 // readResult is what a reader measured.
