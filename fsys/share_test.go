@@ -11,20 +11,24 @@ import (
 	"time"
 
 	"sluice/group"
+	"sluice/stack"
 )
 
 // TestSiblingShareOnMount: two tenants under one saturated parent, one
 // reading (or writing) 1 MiB blocks and one 4 KiB blocks, each as its own
 // uid through a real mount, split the parent by bytes: each gets half
-// within 10 %, and together no more than the parent's limit. (4 MiB/s:
-// the 4 KiB writer makes 512 writes a second, one at a time, well within
-// what a mount under the race detector on a busy machine serves.)
+// within 10 %, and together no more than the parent's limit. (2 MiB/s:
+// the 4 KiB tenant makes 256 reads or writes a second, one at a time,
+// each a FUSE round trip. At 4 MiB/s it fell short of its 512 a second
+// under go test -race ./... on a 2-core VM whose host took 0.5-0.9 of
+// its cores, at 345, and got 0.68 of an even split for want of speed,
+// not of share.)
 func TestSiblingShareOnMount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures rates for 6 s, reading and writing")
 	}
 	const (
-		rate = 4 << 20
+		rate = 2 << 20
 		run  = 6 * time.Second
 		size = 64 << 20
 	)
@@ -32,7 +36,7 @@ func TestSiblingShareOnMount(t *testing.T) {
 		t.Run(dir, func(t *testing.T) {
 			rules := []group.Rule{{Group: "t/a", UID: new(uint32(1001))}, {Group: "t/b", UID: new(uint32(1002))}}
 			key := map[string]string{"read": "rbps", "write": "wbps"}[dir]
-			src, mnt, f := mount(t, Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "t "+key+"=4MiB")}})
+			src, mnt, f := mount(t, Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "t "+key+"=2MiB")}})
 			os.Chmod(src, 0o777)
 			if dir == "read" {
 				writeRandom(t, filepath.Join(src, "a"), size, 1)
@@ -62,14 +66,34 @@ func TestSiblingShareOnMount(t *testing.T) {
 					})
 				})
 			}
+			// The split is read from the groups' device bytes between two
+			// moments inside the run, past the start and before the end,
+			// where both tenants are at work: a 1 MiB request takes a
+			// second at 1 MiB/s, and counted whole at the ends of the run
+			// it would move a tenant's share by a sixth.
+			var m0, m1 [2]stack.GroupMetrics
+			for i, at := range []time.Duration{time.Second, run - 500*time.Millisecond} {
+				time.Sleep(time.Until(start.Add(at)))
+				m := &m0
+				if i == 1 {
+					m = &m1
+				}
+				m[0], m[1] = groupMetrics(t, f, "t/a"), groupMetrics(t, f, "t/b")
+			}
+			window := (run - 1500*time.Millisecond).Seconds()
 			wg.Wait()
 			elapsed := time.Since(start).Seconds()
-			a, b := float64(got["a"])/elapsed, float64(got["b"])/elapsed
-			ma, mb := groupMetrics(t, f, "t/a"), groupMetrics(t, f, "t/b")
-			t.Logf("%s: t/a (1 MiB blocks) %.2f MiB/s, t/b (4 KiB blocks) %.2f MiB/s; device bytes %d / %d",
-				dir, a/(1<<20), b/(1<<20), ma.RBytes+ma.WBytes, mb.RBytes+mb.WBytes)
+			dev := func(g stack.GroupMetrics) float64 { return float64(g.RBytes + g.WBytes) }
+			a, b := (dev(m1[0])-dev(m0[0]))/window, (dev(m1[1])-dev(m0[1]))/window
+			t.Logf("%s: device bytes from 1 s to %v: t/a (1 MiB blocks) %.2f MiB/s, t/b (4 KiB blocks) %.2f MiB/s; "+
+				"over the whole run the tenants moved %.2f and %.2f MiB/s",
+				dir, run-500*time.Millisecond, a/(1<<20), b/(1<<20),
+				float64(got["a"])/elapsed/(1<<20), float64(got["b"])/elapsed/(1<<20))
 			if (a+b)/rate > 1.05 {
 				t.Errorf("together %.3f of the parent's limit", (a+b)/rate)
+			}
+			if got := float64(got["a"]+got["b"]) / elapsed / rate; got > 1.05 {
+				t.Errorf("the tenants moved %.3f of the parent's limit over the run", got)
 			}
 			half := (a + b) / 2
 			for name, v := range map[string]float64{"t/a": a, "t/b": b} {
