@@ -202,15 +202,30 @@ func BenchmarkSpeed(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var virtual int64
+			var virtual, appIOs, devIOs int64
 			start := time.Now()
 			for b.Loop() {
 				runs, _ := runAll(b, sc)
 				for _, r := range runs {
 					virtual += r.End
+					for _, j := range r.Jobs {
+						appIOs += j.IOs
+					}
+					for _, d := range r.Devices {
+						devIOs += d.Reads + d.Writes + d.Flushes
+					}
 				}
 			}
-			b.ReportMetric(float64(virtual)/float64(time.Since(start)), "x-realtime")
+			wall := time.Since(start)
+			b.ReportMetric(float64(virtual)/float64(wall), "x-realtime")
+			// What a virtual second holds, and what each of its
+			// application I/Os cost in wall time, policy and model
+			// together: a scenario's speed is the one over the other's
+			// product, so at N application I/Os a virtual second 1000x
+			// real time leaves 1e6/N ns for each.
+			b.ReportMetric(float64(appIOs)/(float64(virtual)/1e9), "app-IOs/vs")
+			b.ReportMetric(float64(devIOs)/(float64(virtual)/1e9), "dev-IOs/vs")
+			b.ReportMetric(float64(wall)/float64(max(appIOs, 1)), "ns/app-IO")
 		})
 	}
 }
