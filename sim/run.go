@@ -64,48 +64,82 @@ type hedged struct {
 	done bool // answered
 }
 
-type events []event
-
-func (q events) less(i, j int) bool {
-	return q[i].at < q[j].at || q[i].at == q[j].at && q[i].seq < q[j].seq
+// events is the queue of what happens next, in order of time and, at
+// the same time, of push. The heap holds small keys without pointers, so
+// that moving them is cheap and costs the collector nothing; the events
+// themselves wait in slots of their own until popped.
+type events struct {
+	heap  []eventKey
+	slots []event
+	free  []int32
 }
 
+type eventKey struct {
+	at   int64
+	seq  uint64
+	slot int32
+}
+
+func (k eventKey) before(o eventKey) bool {
+	return k.at < o.at || k.at == o.at && k.seq < o.seq
+}
+
+func (q *events) len() int { return len(q.heap) }
+
 func (q *events) push(e event) {
-	*q = append(*q, e)
-	h := *q
-	for i := len(h) - 1; i > 0; {
+	var slot int32
+	if n := len(q.free); n > 0 {
+		slot, q.free = q.free[n-1], q.free[:n-1]
+		q.slots[slot] = e
+	} else {
+		slot = int32(len(q.slots))
+		q.slots = append(q.slots, e)
+	}
+	k := eventKey{e.at, e.seq, slot}
+	h := append(q.heap, k)
+	i := len(h) - 1
+	for i > 0 {
 		p := (i - 1) / 2
-		if !h.less(i, p) {
+		if !k.before(h[p]) {
 			break
 		}
-		h[i], h[p] = h[p], h[i]
+		h[i] = h[p]
 		i = p
 	}
+	h[i] = k
+	q.heap = h
 }
 
 func (q *events) pop() event {
-	h := *q
+	h := q.heap
 	top := h[0]
 	n := len(h) - 1
-	h[0] = h[n]
-	h[n] = event{}
+	last := h[n]
 	h = h[:n]
-	for i := 0; ; {
-		l, m := 2*i+1, i
-		if l < n && h.less(l, m) {
-			m = l
+	if n > 0 {
+		i := 0
+		for {
+			l := 2*i + 1
+			if l >= n {
+				break
+			}
+			m := l
+			if r := l + 1; r < n && h[r].before(h[l]) {
+				m = r
+			}
+			if !h[m].before(last) {
+				break
+			}
+			h[i] = h[m]
+			i = m
 		}
-		if r := l + 1; r < n && h.less(r, m) {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
+		h[i] = last
 	}
-	*q = h
-	return top
+	q.heap = h
+	e := q.slots[top.slot]
+	q.slots[top.slot] = event{} // what it points to is the collector's again
+	q.free = append(q.free, top.slot)
+	return e
 }
 
 // file is a simulated backing file: its size and device.
@@ -368,7 +402,7 @@ func Run(sc *Scenario) (*Result, error) {
 		}
 		r.push(event{at: start, kind: evJob, j: jr})
 	}
-	for len(r.q) > 0 {
+	for r.q.len() > 0 {
 		ev := r.q.pop()
 		if r.stop > 0 && ev.at > r.stop {
 			r.now = r.stop
