@@ -14,6 +14,7 @@ type File struct {
 	release func()
 	set     *fileSet // a mirror set's file: the methods go to its mirrors
 	faults  *Faults  // injected before each read, write and sync; nil for none
+	cold    cold     // its O_DIRECT descriptor, for ReadCold
 }
 
 // Fd is the descriptor of the open file, for splicing and passthrough
@@ -173,6 +174,7 @@ func (f *File) Close() error {
 		f.fd = -1
 		return f.set.close()
 	}
+	f.closeCold()
 	err := unix.Close(f.fd)
 	f.fd = -1
 	if f.release != nil {

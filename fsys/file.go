@@ -224,11 +224,25 @@ func (h *handle) read(ctx context.Context, unique uint64, dest []byte, off int64
 			}
 		}
 		n := len(dest)
-		var res fuse.ReadResult
-		if h.splice && n >= spliceMin && n <= f.spliceMax {
+		var (
+			res  fuse.ReadResult
+			cold bool
+		)
+		if h.splice {
+			// Past the backing file's cache, when none of it is there.
+			var err error
+			if res, cold, err = readCold(h.file, off, n); err != nil {
+				return nil, errno(err)
+			}
+		}
+		switch {
+		case cold:
+			f.coldReads.Add(1)
+			n = res.Size()
+		case h.splice && n >= spliceMin && n <= f.spliceMax:
 			// Zero copy: the reply is spliced from the backing file.
 			res = fuse.ReadResultFd(uintptr(h.file.Fd()), off, n)
-		} else {
+		default:
 			// A mirror set's read goes to the mirror its policy picks
 			// for this caller, and to another if that one fails; one
 			// stuck on a slow mirror may be answered from another before

@@ -160,6 +160,7 @@ type FS struct {
 	full   atomic.Bool  // SOURCE's file system is nearly full (see nearFull)
 	fullAt atomic.Int64 // when full was checked, Unix ns
 
+	coldReads     atomic.Int64 // reads past the backing cache (see readCold)
 	directOpens   atomic.Int64 // backing files read with O_DIRECT
 	bufferedOpens atomic.Int64 // backing files read through the page cache
 }
