@@ -34,6 +34,10 @@ type Status struct {
 	// Backing says how backing files are read: direct (O_DIRECT), buffered,
 	// mixed, or none before the first throttled read.
 	Backing string `json:"backing"`
+	// ColdReads counts the reads straight from a backing file that none
+	// of the range was in SOURCE's page cache for, read past it with
+	// O_DIRECT.
+	ColdReads int64 `json:"cold_reads"`
 	// Time is when the figures were taken.
 	Time time.Time `json:"time"`
 	stack.Metrics
@@ -332,7 +336,8 @@ func Resync(mountpoint string, rate int64) error {
 
 // String renders the status as `sluice stat` prints it.
 func (s Status) String() string {
-	out := fmt.Sprintf("%s on %s (backing files read %s) at %s\n%s", s.Source, s.Mountpoint, s.Backing, s.Time.Format(time.RFC3339), s.Metrics.String())
+	out := fmt.Sprintf("%s on %s (backing files read %s; %d reads past SOURCE's page cache) at %s\n%s",
+		s.Source, s.Mountpoint, s.Backing, s.ColdReads, s.Time.Format(time.RFC3339), s.Metrics.String())
 	if len(s.Mirrors) == 0 {
 		return out
 	}

@@ -399,6 +399,10 @@ func (f *FS) Backing() string {
 	return "none"
 }
 
+// ColdReads is how many reads went past SOURCE's page cache (see
+// readCold).
+func (f *FS) ColdReads() int64 { return f.coldReads.Load() }
+
 // SetLimit applies one limit spec live; keys it does not name keep their
 // values.
 func (f *FS) SetLimit(l group.LimitSpec) {

@@ -8,8 +8,8 @@ import (
 
 // Set changes one [mount] key of the scenario, as --compare does:
 // max-io, readahead, readahead-budget (on/off), cache, burst, max-wait,
-// max-read, fuse-latency, write-throttle, dirty-limit, read-policy,
-// cache-mode, page-cache, write-cache (on/off), map-dirty.
+// max-read, fuse-latency, wake-latency, write-throttle, dirty-limit,
+// read-policy, cache-mode, page-cache, write-cache (on/off), map-dirty.
 func (sc *Scenario) Set(key, value string) error {
 	m := &sc.Mount
 	var err error
@@ -32,6 +32,8 @@ func (sc *Scenario) Set(key, value string) error {
 		err = m.MaxRead.UnmarshalText([]byte(value))
 	case "fuse-latency":
 		err = m.FuseLatency.UnmarshalText([]byte(value))
+	case "wake-latency":
+		err = m.WakeLatency.UnmarshalText([]byte(value))
 	case "write-throttle":
 		m.WriteThrottle = value
 	case "dirty-limit":
@@ -49,7 +51,7 @@ func (sc *Scenario) Set(key, value string) error {
 	case "map-dirty":
 		err = m.MapDirty.UnmarshalText([]byte(value))
 	default:
-		return fmt.Errorf("--compare %s: unknown key; want one of max-io, readahead, readahead-budget, cache, burst, max-wait, max-read, fuse-latency, write-throttle, dirty-limit, read-policy, cache-mode, page-cache, write-cache, map-dirty", key)
+		return fmt.Errorf("--compare %s: unknown key; want one of max-io, readahead, readahead-budget, cache, burst, max-wait, max-read, fuse-latency, wake-latency, write-throttle, dirty-limit, read-policy, cache-mode, page-cache, write-cache, map-dirty", key)
 	}
 	if err != nil {
 		return fmt.Errorf("--compare %s=%s: %v", key, value, err)

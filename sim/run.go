@@ -241,15 +241,18 @@ type runner struct {
 	files   []*file
 	stop    int64
 	fuseLat int64
-	maxRead int64
-	free    []*call
-	pages   [][]byte
-	names   []string  // series names, in order
-	series  [][]int64 // per series, bytes per bucket
-	kernel  kernel
-	mirrors []int // device indexes of the mirror set
-	policy  mirror.Policy
-	cur     *thread // the thread whose request is being submitted
+	// wakeLate is how late the stack's wake-ups come, drawn from wakeRNG.
+	wakeLate device.Dist
+	wakeRNG  *rand.Rand
+	maxRead  int64
+	free     []*call
+	pages    [][]byte
+	names    []string  // series names, in order
+	series   [][]int64 // per series, bytes per bucket
+	kernel   kernel
+	mirrors  []int // device indexes of the mirror set
+	policy   mirror.Policy
+	cur      *thread // the thread whose request is being submitted
 	// busy is when the last device I/O or application request finished:
 	// the run's end, whatever wake-ups (a dirty span's expiry) follow.
 	busy int64
@@ -299,6 +302,10 @@ func Run(sc *Scenario) (*Result, error) {
 	r := &runner{sc: sc, opts: opts, st: st, wakeAt: -1, devs: map[string]*device.Model{}}
 	r.stop = int64(sc.Duration)
 	r.fuseLat = int64(sc.Mount.FuseLatency)
+	if r.wakeLate = sc.Mount.WakeLatency.Dist; r.wakeLate.Kind != "" {
+		// A stream of its own: the other draws stay as they are.
+		r.wakeRNG = rand.New(rand.NewPCG(sc.Seed, 1<<40))
+	}
 	r.maxRead = int64(sc.Mount.MaxRead)
 	if r.maxRead == 0 {
 		r.maxRead = 1 << 20
@@ -430,7 +437,7 @@ func Run(sc *Scenario) (*Result, error) {
 		case evNext:
 			r.next(ev.t)
 		case evWake:
-			if r.wakeAt != ev.at {
+			if r.wakeAt != ev.n {
 				continue // replaced by an earlier wake-up
 			}
 			r.wakeAt = -1
@@ -732,7 +739,11 @@ func (r *runner) apply(a stack.Actions) {
 	}
 	if a.Wake >= 0 && (r.wakeAt < 0 || r.wakeAt <= r.now || a.Wake < r.wakeAt) {
 		r.wakeAt = a.Wake
-		r.push(event{at: a.Wake, kind: evWake})
+		at := a.Wake
+		if r.wakeLate.Kind != "" {
+			at += max(r.wakeLate.Sample(r.wakeRNG), 0)
+		}
+		r.push(event{at: at, kind: evWake, n: a.Wake})
 	}
 	r.st.Recycle(a) // nothing above kept its slices
 }

@@ -53,6 +53,10 @@ type Mount struct {
 	MaxWait         Duration `toml:"max-wait"`     // 0: no cap
 	MaxRead         Size     `toml:"max-read"`     // largest FUSE read or write request; 0: 1MiB
 	FuseLatency     Duration `toml:"fuse-latency"` // per FUSE request
+	// WakeLatency is how late the stack's wake-ups come (the mount's
+	// engine sleeps on a timer, which the kernel fires late); none when
+	// not given.
+	WakeLatency Dist `toml:"wake-latency"`
 	// WriteThrottle is where writes are throttled: "write" (sluice: paced
 	// at write()) or "writeback" (the kernel's block throttle: write()
 	// dirties the page cache and the flusher is throttled).

@@ -202,7 +202,7 @@ func TestEndToEnd(t *testing.T) {
 	// The documented shape: the schema version and its top-level keys.
 	var top map[string]any
 	json.Unmarshal(out, &top)
-	for _, k := range []string{"schema", "source", "mountpoint", "backing", "time", "groups", "cache_bytes", "cache_limit", "queued"} {
+	for _, k := range []string{"schema", "source", "mountpoint", "backing", "cold_reads", "time", "groups", "cache_bytes", "cache_limit", "queued"} {
 		if _, ok := top[k]; !ok {
 			t.Errorf("stat --json lacks %q: %s", k, out)
 		}

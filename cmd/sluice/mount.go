@@ -257,7 +257,7 @@ func (t *target) Status() control.Status {
 	defer t.mu.Unlock()
 	st := control.Status{
 		Source: t.opts.Source, Mountpoint: t.opts.Mountpoint,
-		Backing: t.m.Backing(), Time: time.Now(), Metrics: t.m.Engine().Metrics(),
+		Backing: t.m.Backing(), ColdReads: t.m.ColdReads(), Time: time.Now(), Metrics: t.m.Engine().Metrics(),
 	}
 	if ms := t.m.Mirrors(); ms != nil {
 		st.Source = strings.Join(t.opts.Mirrors, ":")

@@ -33,13 +33,15 @@ bytes of the kernel's writeback without a caller (mmap writes, written at
 once and charged as debt: wb_callerless), bytes whose backing writeback
 sluice started early (wb_early), bytes written and still dirty in the
 backing page cache now (dirty), and the time writers were paused
-(wthrottled). A group's counters include its descendants'. Only the user who mounted
-(normally root) may ask.
+(wthrottled). A group's counters include its descendants'. The first line
+says how throttled reads open backing files (direct, buffered) and how many
+reads went past SOURCE's page cache (O_DIRECT, none of the range being
+cached there). Only the user who mounted (normally root) may ask.
 
 --json prints schema 1: {"schema": 1, "source", "mountpoint", "backing",
-"time", "groups": [{"group", "limits", and every counter above under its
-column name, times as *_ns}], "cache_bytes", "cache_limit", "queued", and for
-a mirror set "read_policy", "mirrors": [{"dir", "state", "reads", "bytes",
+"cold_reads", "time", "groups": [{"group", "limits", and every counter above
+under its column name, times as *_ns}], "cache_bytes", "cache_limit",
+"queued", and for a mirror set "read_policy", "mirrors": [{"dir", "state", "reads", "bytes",
 "errors", "hedged", "inflight", "latency_ns", "resynced_bytes"}],
 "last_resync"}. Within a schema fields are only added; one removed, renamed
 or changing meaning makes a new schema number.
