@@ -9,9 +9,15 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
-# The fidelity test compares a real mount's rates with the simulator's and
-# needs the machine to itself: it runs after the others, alone.
-go test -race -count=1 "$@" $(go list ./... | grep -v '/fidelity$')
-# What the other tests wrote is written back first, not during its run.
+# Tests that measure a real mount's rates against a tolerance need the
+# machine to themselves: the two-core VMs the project runs on cannot serve
+# a 4 KiB tenant's share, or tell a 5 ms slower mirror, while other
+# packages' tests load both cores. They run after the others, one package
+# at a time.
+alone='^(TestSiblingShareOnMount|TestMirrorSlow)$'
+go test -race -count=1 -skip "$alone" "$@" $(go list ./... | grep -v '/fidelity$')
+# What the other tests wrote is written back first, not during their runs.
 sync
+go test -race -count=1 -run "$alone" "$@" ./fsys
+# The fidelity test compares a real mount with the simulator.
 go test -race -count=1 "$@" ./fidelity
