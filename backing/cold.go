@@ -11,13 +11,13 @@ import (
 )
 
 // Reads past the page cache. Served through FUSE, a read that misses the
-// backing file's page cache is copied twice on its way to the caller
-// (device to the backing file's cache, that to sluice's buffer, that to
-// the mount's own cache) and cached twice, once by each file system;
-// read with O_DIRECT into sluice's buffer, it is neither copied nor
-// cached on the way. A range any of whose pages is cached, dirty or
-// under writeback is read as before, from the cache: sluice's own
-// writes, and another process's, are read as they stand.
+// backing file's page cache lands there, is copied to sluice's buffer and
+// copied again into the mount's own cache: two copies, and cached twice,
+// once by each file system. Read with O_DIRECT, it lands in sluice's
+// buffer and is copied once, into the mount's cache. A range any of whose
+// pages is cached, dirty or under writeback is read as before, from the
+// cache: sluice's own writes, and another process's, are read as they
+// stand.
 
 // ColdAlign is the alignment of ReadCold's buffer, offset and length.
 const ColdAlign = 4096

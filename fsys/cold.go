@@ -9,10 +9,10 @@ import (
 	"sluice/backing"
 )
 
-// Reads straight from a backing file that none of the range is cached in are read past the backing file's page cache
-// (backing.File.ReadCold) into a buffer of sluice's own, aligned for
-// O_DIRECT, which is the reply: the data is copied once, into the
-// mount's page cache, and cached once, there.
+// Reads straight from a backing file, none of whose range is in its page
+// cache, are read past that cache (backing.File.ReadCold) into a buffer
+// of sluice's own, aligned for O_DIRECT, which is the reply: the data is
+// copied once, into the mount's page cache, and cached once, there.
 
 // coldMax is the size of the largest buffers, the largest FUSE read
 // (MaxWrite); reads up to coldSmall take buffers of that size.
