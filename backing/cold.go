@@ -26,7 +26,8 @@ const ColdAlign = 4096
 // cold read.
 type cold struct {
 	once sync.Once
-	fd   int // -1 when the file cannot be read with O_DIRECT
+	fd   int         // -1 when the file cannot be read with O_DIRECT
+	off  atomic.Bool // set when it cannot: no more cachestat for it
 }
 
 // noCachestat is set when the kernel lacks cachestat (before 6.5): the
@@ -40,7 +41,7 @@ var noCachestat atomic.Bool
 // caller reads with ReadAt. p's address, off and len(p) must be
 // multiples of ColdAlign; past the end of the file it reads short.
 func (f *File) ReadCold(p []byte, off int64) (n int, ok bool, err error) {
-	if f.set != nil || noCachestat.Load() || off%ColdAlign != 0 || len(p)%ColdAlign != 0 || len(p) == 0 {
+	if f.set != nil || noCachestat.Load() || f.cold.off.Load() || off%ColdAlign != 0 || len(p)%ColdAlign != 0 || len(p) == 0 {
 		return 0, false, nil
 	}
 	var st unix.Cachestat_t
@@ -69,6 +70,7 @@ func (f *File) ReadCold(p []byte, off int64) (n int, ok bool, err error) {
 		f.cold.fd = fd
 	})
 	if f.cold.fd < 0 {
+		f.cold.off.Store(true)
 		return 0, false, nil
 	}
 	if f.faults != nil {

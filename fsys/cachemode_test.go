@@ -16,6 +16,12 @@ import (
 // nil, and returns the bytes read and how many calls it made.
 func readAllAs(t *testing.T, uid int, path string, keep *bytes.Buffer) (n int64, calls int) {
 	t.Helper()
+	return readAllAsBy(t, uid, path, 4096, keep)
+}
+
+// readAllAsBy is readAllAs in read() calls of bs bytes.
+func readAllAsBy(t *testing.T, uid int, path string, bs int, keep *bytes.Buffer) (n int64, calls int) {
+	t.Helper()
 	runAs(uid, func() {
 		f, err := os.Open(path)
 		if err != nil {
@@ -23,7 +29,7 @@ func readAllAs(t *testing.T, uid int, path string, keep *bytes.Buffer) (n int64,
 			return
 		}
 		defer f.Close()
-		buf := make([]byte, 4096)
+		buf := make([]byte, bs)
 		for {
 			m, err := f.Read(buf)
 			n += int64(m)

@@ -71,20 +71,16 @@ func TestSiblingShareOnMount(t *testing.T) {
 			// where both tenants are at work: a 1 MiB request takes a
 			// second at 1 MiB/s, and counted whole at the ends of the run
 			// it would move a tenant's share by a sixth.
-			var m0, m1 [2]stack.GroupMetrics
+			var m [2][2]stack.GroupMetrics // [moment][tenant]
 			for i, at := range []time.Duration{time.Second, run - 500*time.Millisecond} {
 				time.Sleep(time.Until(start.Add(at)))
-				m := &m0
-				if i == 1 {
-					m = &m1
-				}
-				m[0], m[1] = groupMetrics(t, f, "t/a"), groupMetrics(t, f, "t/b")
+				m[i][0], m[i][1] = groupMetrics(t, f, "t/a"), groupMetrics(t, f, "t/b")
 			}
 			window := (run - 1500*time.Millisecond).Seconds()
 			wg.Wait()
 			elapsed := time.Since(start).Seconds()
 			dev := func(g stack.GroupMetrics) float64 { return float64(g.RBytes + g.WBytes) }
-			a, b := (dev(m1[0])-dev(m0[0]))/window, (dev(m1[1])-dev(m0[1]))/window
+			a, b := (dev(m[1][0])-dev(m[0][0]))/window, (dev(m[1][1])-dev(m[0][1]))/window
 			t.Logf("%s: device bytes from 1 s to %v: t/a (1 MiB blocks) %.2f MiB/s, t/b (4 KiB blocks) %.2f MiB/s; "+
 				"over the whole run the tenants moved %.2f and %.2f MiB/s",
 				dir, run-500*time.Millisecond, a/(1<<20), b/(1<<20),

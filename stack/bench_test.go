@@ -24,6 +24,18 @@ func benchRead(b *testing.B, bs, span int64) {
 	var pend []*IO
 	ios := 0
 	take := func(a Actions) { ios += len(a.Start); pend = append(pend, a.Start...); s.Recycle(a) }
+	// complete finishes every device read started, at once.
+	complete := func() {
+		for len(pend) > 0 {
+			io := pend[len(pend)-1]
+			pend = pend[:len(pend)-1]
+			pages = pages[:0]
+			for range io.Len / PageSize {
+				pages = append(pages, shared)
+			}
+			take(s.Complete(now, io, pages, nil))
+		}
+	}
 	r := &Request{}
 	off := int64(0)
 	if span < 1<<40 {
@@ -31,15 +43,7 @@ func benchRead(b *testing.B, bs, span int64) {
 		// in the cache.
 		for ; off < span; off += bs {
 			take(s.Read(now, h, g, off, bs, r))
-			for len(pend) > 0 {
-				io := pend[len(pend)-1]
-				pend = pend[:len(pend)-1]
-				pages = pages[:0]
-				for range io.Len / PageSize {
-					pages = append(pages, shared)
-				}
-				take(s.Complete(now, io, pages, nil))
-			}
+			complete()
 			now += 1000
 		}
 		off, ios = 0, 0
@@ -50,15 +54,7 @@ func benchRead(b *testing.B, bs, span int64) {
 	for range b.N {
 		take(s.Read(now, h, g, off, bs, r))
 		for !r.done {
-			for len(pend) > 0 {
-				io := pend[len(pend)-1]
-				pend = pend[:len(pend)-1]
-				pages = pages[:0]
-				for range io.Len / PageSize {
-					pages = append(pages, shared)
-				}
-				take(s.Complete(now, io, pages, nil))
-			}
+			complete()
 			if !r.done {
 				now += 1e6
 				take(s.Tick(now))
