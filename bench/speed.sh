@@ -3,9 +3,14 @@
 # sluice's CPU time per read or write, in one run against the native file
 # system, a plain go-fuse loopback and the kernel's blk-throttle.
 #
-# usage: speed.sh [runtime_s=8] [limits_mib="50 100 200"]
+# usage: speed.sh [runtime_s=8] [limits_mib="50 100 200"] [rounds=1]
 #   env SPEED_CASES (default "r4k r64k r1m r1mhot rr4k rr4k4 w4k w1m"): the
 #     workloads below the limits to run
+# With more than one round, each round runs every workload and limit
+# again with the order of its paths rotated by one, and the table gives
+# each figure's median, then the ratios the targets are about, round by
+# round: on this kind of VM the order of two runs moves a sequential
+# read by more than the difference between paths.
 #
 # One loop ext4, one file, caches dropped before each run, fio as uid 1001,
 # --fadvise_hint=0 (FUSE does not forward fadvise; see overhead.sh).
@@ -40,9 +45,11 @@ source "$(dirname "$0")/lib.sh"
 
 RT=${1:-8}
 LIMITS=${2:-"50 100 200"}
+ROUNDS=${3:-1}
 CASES=${SPEED_CASES:-"r4k r64k r1m r1mhot rr4k rr4k4 w4k w1m"}
 [[ $RT =~ ^[1-9][0-9]*$ ]] || die "runtime_s must be a positive integer (got '$RT'); usage: speed.sh [runtime_s] [limits_mib]"
 check_limits "$LIMITS"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "rounds must be a positive integer (got '$ROUNDS'); usage: speed.sh [runtime_s] [limits_mib] [rounds]"
 for c in $CASES; do
 	case $c in r4k | r64k | r1m | r1mhot | rr4k | rr4k4 | w4k | w1m) ;;
 	*) die "unknown case '$c' in SPEED_CASES (want r4k r64k r1m r1mhot rr4k rr4k4 w4k w1m)" ;;
@@ -54,7 +61,7 @@ build_loopback
 
 FILE_MIB=4096
 IMG_MIB=$((FILE_MIB + 1536))
-log "loop ext4 of ${IMG_MIB} MiB, test file ${FILE_MIB} MiB, runtime ${RT}s, limits: $LIMITS MiB/s"
+log "loop ext4 of ${IMG_MIB} MiB, test file ${FILE_MIB} MiB, runtime ${RT}s, limits: $LIMITS MiB/s, $ROUNDS round(s)"
 make_loop_fs "$IMG_MIB" "$WORK/fs"
 DATA=$WORK/fs/data
 mkdir -p "$DATA"
@@ -100,12 +107,13 @@ target() {
 }
 
 # row CASE PATH LIMIT_MIB|- JSON [TICKS]: one table row from a fio result
-# and the daemon's CPU ticks over the run (empty for no daemon).
+# and the daemon's CPU ticks over the run (empty for no daemon), tagged
+# with the round.
 row() {
-	python3 - "$@" >>"$ROWS" <<'EOF'
+	python3 - "$ROUND" "$@" >>"$ROWS" <<'EOF'
 import json, os, sys
-case, path, limit, out = sys.argv[1:5]
-ticks = sys.argv[5] if len(sys.argv) > 5 else ""
+rnd, case, path, limit, out = sys.argv[1:6]
+ticks = sys.argv[6] if len(sys.argv) > 6 else ""
 text = open(out).read()
 job = json.loads(text[text.index("{"):])["jobs"][0]
 r = job["write"] if case.startswith("w") else job["read"]
@@ -115,7 +123,7 @@ ratio = f"{mib / int(limit):.3f}" if limit != "-" else "-"
 cpu = "-"
 if ticks and r["total_ios"]:
     cpu = f"{int(ticks) / os.sysconf('SC_CLK_TCK') / r['total_ios'] * 1e6:.1f}"
-print(f"{case}\t{path}\t{mib:.1f}\t{iops:.0f}\t{ratio}\t{r['clat_ns']['max'] / 1e6:.1f}\t{cpu}")
+print(f"{rnd}\t{case}\t{path}\t{mib:.1f}\t{iops:.0f}\t{ratio}\t{r['clat_ns']['max'] / 1e6:.1f}\t{cpu}")
 EOF
 }
 
@@ -151,7 +159,7 @@ through_sluice() {
 	local cs=$1 path=$2 lim=$3
 	shift 3
 	if [ -z "$SLUICE" ]; then
-		printf '%s\t%s\t(sluice did not build)\n' "$cs" "$path" >>"$ROWS"
+		printf '%s\t%s\t%s\t(sluice did not build)\n' "$ROUND" "$cs" "$path" >>"$ROWS"
 		return
 	fi
 	sluice_mount "$WORK/sluice.log" "$DATA" "$WORK/mnt" --group 't uid=1001' "$@"
@@ -159,51 +167,137 @@ through_sluice() {
 	stop_fuse
 }
 
-for cs in $CASES; do
-	log "$cs: native"
-	run "$cs" native - "$DATA"
-	log "$cs: loopback"
-	start_fuse "$WORK/loopback.log" "$WORK/mnt" "$LOOPBACK" -no-passthrough -allow-other "$DATA" "$WORK/mnt"
-	run "$cs" loopback - "$WORK/mnt" "$FUSE_PID"
-	stop_fuse
-	log "$cs: sluice, unlimited"
-	through_sluice "$cs" "sluice unlimited" -
-	unreached='t riops=10000000'
-	[[ $cs == w* ]] && unreached='t wbps=10GiB'
-	log "$cs: sluice, $unreached"
-	through_sluice "$cs" "sluice unreached" - --limit "$unreached"
-	if [ "$cs" = r4k ]; then
-		log "$cs: sluice, $unreached, --cache-mode direct"
-		through_sluice "$cs" "sluice unreached, direct" - --limit "$unreached" --cache-mode direct
+# paths CASE: the paths a workload runs on, one per line: a label, then
+# what runs it (native, loopback, or sluice and its flags).
+paths() {
+	local unreached='t riops=10000000'
+	[[ $1 == w* ]] && unreached='t wbps=10GiB'
+	printf '%s\n' "native|native" "loopback|loopback" "sluice unlimited|sluice" \
+		"sluice unreached|sluice --limit '$unreached'"
+	if [ "$1" = r4k ]; then
+		echo "sluice unreached, direct|sluice --limit '$unreached' --cache-mode direct"
 	fi
-	if [[ $cs == w* ]]; then
-		log "$cs: sluice, unlimited, --write-cache"
-		through_sluice "$cs" "sluice unlimited, write cache" - --write-cache
-		log "$cs: sluice, $unreached, --write-cache"
-		through_sluice "$cs" "sluice unreached, write cache" - --limit "$unreached" --write-cache
-		log "$cs: sluice, $unreached, --write-cache --cache-mode kernel"
-		through_sluice "$cs" "sluice unreached, write cache, kernel" - --limit "$unreached" --write-cache --cache-mode kernel
+	if [[ $1 == w* ]]; then
+		printf '%s\n' "sluice unlimited, write cache|sluice --write-cache" \
+			"sluice unreached, write cache|sluice --limit '$unreached' --write-cache" \
+			"sluice unreached, write cache, kernel|sluice --limit '$unreached' --write-cache --cache-mode kernel"
 	fi
-done
+}
 
-for L in $LIMITS; do
-	log "limit ${L} MiB/s: kernel blk-throttle"
-	echo "$MAJMIN $((L * 1048576))" >"$CG/blkio.throttle.read_bps_device"
-	run limit "kernel ${L} MiB/s" "$L" "$DATA" "" "$CG"
-	echo "$MAJMIN 0" >"$CG/blkio.throttle.read_bps_device"
-	for mode in direct kernel; do
-		log "limit ${L} MiB/s: sluice --cache-mode $mode"
-		through_sluice limit "sluice $mode ${L} MiB/s" "$L" --limit "t rbps=${L}MiB" --cache-mode "$mode"
+# limit_paths L: the paths of the runs at a limit of L MiB/s.
+limit_paths() {
+	printf '%s\n' "kernel $1 MiB/s|kernel" \
+		"sluice direct $1 MiB/s|sluice --limit 't rbps=$1MiB' --cache-mode direct" \
+		"sluice kernel $1 MiB/s|sluice --limit 't rbps=$1MiB' --cache-mode kernel"
+}
+
+# run_path CASE LIMIT_MIB|- LABEL WHAT: one run of a workload on a path.
+run_path() {
+	local cs=$1 lim=$2 label=$3 what=$4 flags
+	log "round $ROUND, $cs: $label"
+	case $what in
+	native) run "$cs" native - "$DATA" ;;
+	loopback)
+		start_fuse "$WORK/loopback.log" "$WORK/mnt" "$LOOPBACK" -no-passthrough -allow-other "$DATA" "$WORK/mnt"
+		run "$cs" loopback - "$WORK/mnt" "$FUSE_PID"
+		stop_fuse
+		;;
+	kernel)
+		echo "$MAJMIN $((lim * 1048576))" >"$CG/blkio.throttle.read_bps_device"
+		run limit "$label" "$lim" "$DATA" "" "$CG"
+		echo "$MAJMIN 0" >"$CG/blkio.throttle.read_bps_device"
+		;;
+	sluice*)
+		eval "flags=(${what#sluice})"
+		through_sluice "$cs" "$label" "$lim" "${flags[@]}"
+		;;
+	esac
+}
+
+# rotated R: stdin's lines, starting at line R modulo their count.
+rotated() {
+	local lines i
+	mapfile -t lines
+	for ((i = 0; i < ${#lines[@]}; i++)); do
+		echo "${lines[(i + $1) % ${#lines[@]}]}"
+	done
+}
+
+for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+	for cs in $CASES; do
+		while IFS='|' read -r label what; do
+			run_path "$cs" - "$label" "$what"
+		done < <(paths "$cs" | rotated $((ROUND - 1)))
+	done
+	for L in $LIMITS; do
+		while IFS='|' read -r label what; do
+			run_path limit "$L" "$label" "$what"
+		done < <(limit_paths "$L" | rotated $((ROUND - 1)))
 	done
 done
 
 echo
 echo "fio as uid 1001, ${RT}s per run, caches dropped; sluice (or loopback) CPU per read() or write() call"
-{
-	printf 'case\tpath\tMiB/s\tIOPS\tachieved/limit\tclat max ms\tdaemon CPU us/op\n'
-	cat "$ROWS"
-} >"$WORK/table"
+python3 - "$ROWS" "$WORK/table" "$WORK/ratios" <<'EOF'
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+order, by = [], {}
+for r in rows:
+    key = (r[1], r[2])
+    if key not in by:
+        order.append(key)
+        by[key] = []
+    by[key].append(r)
+rounds = len({r[0] for r in rows})
+
+def med(vals):
+    nums = [float(v) for v in vals if v != "-"]
+    return statistics.median(nums) if nums else None
+
+with open(sys.argv[2], "w") as out:
+    head = ["case", "path", "MiB/s", "IOPS", "achieved/limit", "clat max ms", "daemon CPU us/op"]
+    if rounds > 1:
+        head = head[:2] + ["median " + h for h in head[2:]] + ["MiB/s by round"]
+    print("\t".join(head), file=out)
+    for key in order:
+        rs = by[key]
+        if any(len(r) < 8 for r in rs):
+            print("\t".join(rs[0][1:]), file=out)
+            continue
+        cells = list(key)
+        for i, f in zip(range(3, 8), ["%.1f", "%.0f", "%.3f", "%.1f", "%.1f"]):
+            m = med(r[i] for r in rs)
+            cells.append("-" if m is None else f % m)
+        if rounds > 1:
+            cells.append(", ".join(r[3] for r in rs))
+        print("\t".join(cells), file=out)
+
+# The ratios the targets name, each within one round.
+def mib(case, path):
+    return {r[0]: float(r[3]) for r in by.get((case, path), []) if len(r) >= 8}
+
+with open(sys.argv[3], "w") as out:
+    print("ratio (same round)\tmedian\tby round", file=out)
+
+    def ratio(name, a, b):
+        vals = [a[k] / b[k] for k in sorted(set(a) & set(b), key=int) if b[k]]
+        if vals:
+            print(f"{name}\t{statistics.median(vals):.2f}\t" + ", ".join(f"{v:.2f}" for v in vals), file=out)
+
+    for c in dict.fromkeys(c for c, _ in order):
+        if c == "limit":
+            continue
+        ratio(f"{c}: unreached / unlimited", mib(c, "sluice unreached"), mib(c, "sluice unlimited"))
+        if c.startswith("w"):
+            ratio(f"{c}: unreached / unlimited, write cache", mib(c, "sluice unreached, write cache"),
+                  mib(c, "sluice unlimited, write cache"))
+            ratio(f"{c}: unlimited, write cache / native", mib(c, "sluice unlimited, write cache"), mib(c, "native"))
+        if c.startswith("r1m"):
+            ratio(f"{c}: unlimited / native", mib(c, "sluice unlimited"), mib(c, "native"))
+EOF
 print_table "$WORK/table"
+echo
+print_table "$WORK/ratios"
 cat <<'EOF'
 
 targets: a limited group below its limit >= 0.8x the unlimited group in
