@@ -4,7 +4,7 @@
 # against a sluice mirror set under each of its read policies, on a pair
 # of devices where one is slow, and on an identical pair.
 #
-# usage: mirrors.sh [runtime_s=10] [slow_iops=300]
+# usage: mirrors.sh [runtime_s=10] [slow_iops=300] [rounds=1]
 #
 # Four loop devices (O_DIRECT on their image files): a btrfs raid1 over
 # two, an ext4 on each of the other two for sluice's mirrors (one directory
@@ -12,22 +12,28 @@
 # device of each pair, at slow_iops reads/s and 40 MiB/s (fio for btrfs;
 # the sluice daemon, which does the device reads, for sluice). fio
 # --direct=1, 4 jobs, each on its own 512 MiB file: 4k random reads QD1,
-# and 1 MiB sequential reads. Reported: MiB/s, clat p99 and max.
+# and 1 MiB sequential reads. Reported: MiB/s, clat p99 and max. With
+# more than one round, each round runs every path again with their order
+# rotated by one; the table gives medians, and each target is checked on
+# the median of its ratio taken within each round (the speed of this kind
+# of VM moves by up to 2x between runs of the same case).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 RT=${1:-10}
 SLOW_IOPS=${2:-300}
+ROUNDS=${3:-1}
 [[ $RT =~ ^[1-9][0-9]*$ ]] || die "runtime_s must be a positive integer (got '$RT'); usage: mirrors.sh [runtime_s] [slow_iops]"
-[[ $SLOW_IOPS =~ ^[1-9][0-9]*$ ]] || die "slow_iops must be a positive integer (got '$SLOW_IOPS'); usage: mirrors.sh [runtime_s] [slow_iops]"
+[[ $SLOW_IOPS =~ ^[1-9][0-9]*$ ]] || die "slow_iops must be a positive integer (got '$SLOW_IOPS'); usage: mirrors.sh [runtime_s] [slow_iops] [rounds]"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "rounds must be a positive integer (got '$ROUNDS'); usage: mirrors.sh [runtime_s] [slow_iops] [rounds]"
 command -v mkfs.btrfs >/dev/null || die "mkfs.btrfs not found (install btrfs-progs): the kernel reference is btrfs raid1"
 start_blkio_bench
 
 FILE_MIB=512
 JOBS=4
 IMG_MIB=$((FILE_MIB * JOBS + 768))
-log "runtime ${RT}s per run; slow device: ${SLOW_IOPS} reads/s, 40 MiB/s; ${JOBS} files of ${FILE_MIB} MiB per mirror"
+log "runtime ${RT}s per run; slow device: ${SLOW_IOPS} reads/s, 40 MiB/s; ${JOBS} files of ${FILE_MIB} MiB per mirror; $ROUNDS round(s)"
 
 # loop_direct NAME: a loop device with O_DIRECT on its image; sets LOOP, MAJMIN.
 loop_direct() {
@@ -95,11 +101,11 @@ EOF
 }
 
 ROWS=$WORK/rows
-printf 'pair\tpath\t4k rand MiB/s\t4k p99 ms\t4k max ms\t1M seq MiB/s\t1M p99 ms\t1M max ms\n' >"$ROWS"
+: >"$ROWS"
 
 # measure PAIR PATH DIR: both workloads on DIR, fio in the cgroup.
 measure() {
-	local pair=$1 path=$2 dir=$3 w row="$1\t$2"
+	local pair=$1 path=$2 dir=$3 w row="$ROUND\t$1\t$2"
 	for w in "--rw=randread --bs=4k" "--rw=read --bs=1M"; do
 		drop_caches
 		[ "$dir" != "$WORK/mnt" ] || sluice_stat "$dir" "$WORK/before.json" || true
@@ -123,7 +129,7 @@ through_sluice() {
 	local pair=$1 path=$2
 	shift 2
 	if [ -z "$SLUICE" ]; then
-		printf '%s\t%s\t(sluice did not build)\n' "$pair" "$path" >>"$ROWS"
+		printf '%s\t%s\t%s\t(sluice did not build)\n' "$ROUND" "$pair" "$path" >>"$ROWS"
 		return
 	fi
 	start_fuse "$WORK/sluice.log" "$WORK/mnt" "$SLUICE" mount "$@" "$WORK/mnt"
@@ -132,47 +138,105 @@ through_sluice() {
 	stop_fuse
 }
 
-for pair in mixed identical; do
-	if [ $pair = mixed ]; then slow on; else slow off; fi
-	log "$pair pair: btrfs raid1"
-	measure $pair "btrfs raid1 (pid)" "$WORK/btrfs"
-	log "$pair pair: sluice over the fast device alone"
-	through_sluice $pair "sluice, fast device alone" "$WORK/fast"
-	for p in pid roundrobin latency adaptive; do
-		log "$pair pair: sluice mirrors, $p"
-		through_sluice $pair "sluice mirrors, $p" --mirror "$WORK/fast" --mirror "$WORK/slow" --read-policy $p
+# run_path PAIR LABEL: one path's run.
+run_path() {
+	local pair=$1 label=$2
+	log "round $ROUND, $pair pair: $label"
+	case $label in
+	btrfs*) measure "$pair" "$label" "$WORK/btrfs" ;;
+	*alone) through_sluice "$pair" "$label" "$WORK/fast" ;;
+	*) through_sluice "$pair" "$label" --mirror "$WORK/fast" --mirror "$WORK/slow" --read-policy "${label##*, }" ;;
+	esac
+}
+
+PATHS=("btrfs raid1 (pid)" "sluice, fast device alone" "sluice mirrors, pid" "sluice mirrors, roundrobin"
+	"sluice mirrors, latency" "sluice mirrors, adaptive")
+for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
+	for pair in mixed identical; do
+		if [ $pair = mixed ]; then slow on; else slow off; fi
+		for ((i = 0; i < ${#PATHS[@]}; i++)); do
+			run_path $pair "${PATHS[(i + ROUND - 1) % ${#PATHS[@]}]}"
+		done
 	done
 done
 slow off
 
 echo
-echo "mirror reads (fio --direct=1, $JOBS jobs, ${RT}s each; slow device: ${SLOW_IOPS} reads/s, 40 MiB/s)"
-print_table "$ROWS"
+echo "mirror reads (fio --direct=1, $JOBS jobs, ${RT}s each; slow device: ${SLOW_IOPS} reads/s, 40 MiB/s; $ROUNDS round(s))"
+python3 - "$ROWS" "$WORK/table" <<'EOF'
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+order, by = [], {}
+for r in rows:
+    k = (r[1], r[2])
+    if k not in by:
+        order.append(k)
+        by[k] = []
+    by[k].append(r)
+rounds = len({r[0] for r in rows})
+with open(sys.argv[2], "w") as out:
+    head = ["pair", "path", "4k rand MiB/s", "4k p99 ms", "4k max ms", "1M seq MiB/s", "1M p99 ms", "1M max ms"]
+    if rounds > 1:
+        head = head[:2] + ["median " + h for h in head[2:]] + ["4k, 1M MiB/s by round"]
+    print("\t".join(head), file=out)
+    for k in order:
+        rs = by[k]
+        if any(len(r) != 9 for r in rs):
+            print("\t".join(rs[0][1:]), file=out)
+            continue
+        cells = list(k) + [f"{statistics.median(float(r[i]) for r in rs):g}" for i in range(3, 9)]
+        if rounds > 1:
+            cells.append("; ".join(f"{r[3]}, {r[6]}" for r in rs))
+        print("\t".join(cells), file=out)
+EOF
+print_table "$WORK/table"
 echo
 python3 - "$ROWS" <<'EOF'
-import sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])][1:]
-t = {(r[0], r[1]): [float(x) for x in r[2:]] for r in rows if len(r) == 8}
-def g(pair, path):
-    return t.get((pair, path))
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+t = {}
+for r in rows:
+    if len(r) == 9:
+        t.setdefault(r[0], {})[(r[1], r[2])] = [float(x) for x in r[3:]]
 ok = True
-def check(what, cond):
+
+def check(what, pairs, cmp):
+    # pairs: per round, (a, b) or None; the target holds on the median of a/b.
     global ok
-    print(("ok    " if cond else "SHORT ") + what)
-    ok &= cond
-a, f = g("mixed", "sluice mirrors, adaptive"), g("mixed", "sluice, fast device alone")
-if a and f:
-    for i, w in ((0, "4k random"), (3, "1M sequential")):
-        check(f"mixed pair, {w}: adaptive {a[i]} MiB/s >= 0.95 x fast device alone {f[i]} ({a[i] / f[i]:.3f})", a[i] >= 0.95 * f[i])
-        check(f"mixed pair, {w}: adaptive max clat {a[i + 2]} ms <= 2 x fast device alone {f[i + 2]} ms", a[i + 2] <= 2 * f[i + 2])
-ai = g("identical", "sluice mirrors, adaptive")
-best = [max(x, y) for x, y in zip(g("identical", "sluice mirrors, pid") or [0] * 6, g("identical", "sluice mirrors, roundrobin") or [0] * 6)]
-if ai:
-    for i, w in ((0, "4k random"), (3, "1M sequential")):
-        check(f"identical pair, {w}: adaptive {ai[i]} MiB/s >= 0.97 x best of pid, roundrobin {best[i]} ({ai[i] / best[i]:.3f})", ai[i] >= 0.97 * best[i])
+    vals = [a / b for a, b in pairs if b]
+    if not vals:
+        return
+    m = statistics.median(vals)
+    good = cmp(m)
+    rounds = ", ".join(f"{v:.3f}" for v in vals)
+    print(("ok    " if good else "SHORT ") + f"{what}: {m:.3f}" + (f" (by round {rounds})" if len(vals) > 1 else ""))
+    ok &= good
+
+def each(f):
+    out = []
+    for rnd in sorted(t, key=int):
+        try:
+            out.append(f(t[rnd]))
+        except (KeyError, TypeError):
+            pass
+    return out
+
+W = ((0, "4k random"), (3, "1M sequential"))
+for i, w in W:
+    check(f"mixed pair, {w}: adaptive / fast device alone >= 0.95",
+          each(lambda x: (x[("mixed", "sluice mirrors, adaptive")][i], x[("mixed", "sluice, fast device alone")][i])),
+          lambda m: m >= 0.95)
+    check(f"mixed pair, {w}: adaptive max clat / fast device alone's <= 2",
+          each(lambda x: (x[("mixed", "sluice mirrors, adaptive")][i + 2], x[("mixed", "sluice, fast device alone")][i + 2])),
+          lambda m: m <= 2)
+for i, w in W:
+    check(f"identical pair, {w}: adaptive / best of pid, roundrobin >= 0.97",
+          each(lambda x: (x[("identical", "sluice mirrors, adaptive")][i],
+                          max(x[("identical", "sluice mirrors, pid")][i], x[("identical", "sluice mirrors, roundrobin")][i]))),
+          lambda m: m >= 0.97)
 for pair in ("mixed", "identical"):
-    b, a = g(pair, "btrfs raid1 (pid)"), g(pair, "sluice mirrors, adaptive")
-    if a and b:
-        for i, w in ((0, "4k random"), (3, "1M sequential")):
-            check(f"{pair} pair, {w}: adaptive {a[i]} MiB/s > btrfs pid {b[i]} ({a[i] / b[i]:.3f})", a[i] > b[i])
+    for i, w in W:
+        check(f"{pair} pair, {w}: adaptive / btrfs pid > 1",
+              each(lambda x: (x[(pair, "sluice mirrors, adaptive")][i], x[(pair, "btrfs raid1 (pid)")][i])),
+              lambda m: m > 1)
 EOF
