@@ -20,6 +20,10 @@
 #   floor      bench/fuseuring -transport dev (read(2) and writev(2) on
 #              /dev/fuse, pread(2) of its backing file, nothing else),
 #              paced by fio as above, and unpaced
+#   uring      the same minimal server over FUSE-over-io_uring (Linux
+#              6.14+; skipped where /sys/module/fuse/parameters/enable_uring
+#              is missing or cannot be set), paced and unpaced: what the
+#              floor would be with that transport
 # CPU: utime+stime of the server (/proc/PID/stat) over the fio run,
 # divided by the reads fio completed; switches: the context switches of
 # all the server's threads (/proc/PID/task/*/status) over the run, per read,
@@ -58,6 +62,13 @@ chmod 755 "$SRC"
 cat "$SRC"/f* >/dev/null
 MNT=$WORK/mnt
 mkdir -p "$MNT"
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+URING=
+if [ -e "$URING_PARAM" ] && set_sysfs "$URING_PARAM" Y; then
+	URING=1
+else
+	log "no FUSE-over-io_uring here ($URING_PARAM missing or read-only): the uring cases are skipped"
+fi
 
 # switches PID: context switches of all of PID's threads so far (those of
 # threads that have exited are not counted; the servers keep theirs).
@@ -122,6 +133,13 @@ for ((round = 1; round <= ROUNDS; round++)); do
 	run floor-paced 8 "$round" "${floor8[@]}"
 	run floor-full 1 "$round" "$MNT/f"
 	stop_fuse
+	if [ -n "$URING" ]; then
+		start_fuseuring "$WORK/uring.log" "$MNT" -transport uring -backing "$SRC/f1" || die "the minimal FUSE server did not start over io_uring"
+		run uring-paced 1 "$round" "$MNT/f"
+		run uring-paced 8 "$round" "${floor8[@]}"
+		run uring-full 1 "$round" "$MNT/f"
+		stop_fuse
+	fi
 done
 
 echo
@@ -156,4 +174,6 @@ ratio(("paced", "1"), ("full", "1"), "sluice paced / full speed (what the rate a
 ratio(("floor-paced", "1"), ("floor-full", "1"), "floor paced / full speed (the same for a minimal server)")
 ratio(("paced", "1"), ("floor-paced", "1"), "sluice / floor, paced, 1 job")
 ratio(("paced", "8"), ("floor-paced", "8"), "sluice / floor, paced, 8 jobs")
+ratio(("uring-paced", "1"), ("floor-paced", "1"), "floor over io_uring / over /dev/fuse, paced, 1 job")
+ratio(("uring-paced", "8"), ("floor-paced", "8"), "floor over io_uring / over /dev/fuse, paced, 8 jobs")
 EOF
