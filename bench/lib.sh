@@ -421,3 +421,59 @@ for r in rows[1:]:
     print(fmt(r))
 EOF
 }
+
+# rotated R: stdin's lines, starting at line R modulo their count: the
+# order of a round's paths, so that no path always runs after the same one.
+rotated() {
+	local lines i
+	mapfile -t lines
+	for ((i = 0; i < ${#lines[@]}; i++)); do
+		echo "${lines[(i + $1) % ${#lines[@]}]}"
+	done
+}
+
+# median_table ROWS OUT HEADER BY_TITLE BY: ROWS holds tab-separated rows
+# of a round, two key columns and figures ("-" for none); OUT gets HEADER
+# (tab-separated, the key columns first) and a row per key, in first-seen
+# order, with the median of each figure over the rounds, printed with as
+# many decimals as the figures have. With more than one round the headers
+# say median, and a last column, BY_TITLE, gives the figures BY names
+# (comma-separated indexes among the figures) round by round. A row of
+# another length (a path that did not run) is passed through.
+median_table() {
+	python3 - "$@" <<'EOF'
+import statistics, sys
+src, dst, header, by_title, by = sys.argv[1:6]
+header = header.split("\t")
+by = [int(i) for i in by.split(",")]
+rows = [l.rstrip("\n").split("\t") for l in open(src) if l.strip()]
+order, groups = [], {}
+for r in rows:
+    k = (r[1], r[2])
+    if k not in groups:
+        order.append(k)
+        groups[k] = []
+    groups[k].append(r)
+multi = len({r[0] for r in rows}) > 1
+
+def median(vals):
+    vals = [v for v in vals if v != "-"]
+    if not vals:
+        return "-"
+    places = max(len(v.partition(".")[2]) for v in vals)
+    return f"{statistics.median(float(v) for v in vals):.{places}f}"
+
+with open(dst, "w") as out:
+    head = header[:2] + [("median " if multi else "") + h for h in header[2:]] + ([by_title] if multi else [])
+    print("\t".join(head), file=out)
+    for k in order:
+        rs = groups[k]
+        if any(len(r) != len(header) + 1 for r in rs):
+            print("\t".join(rs[0][1:]), file=out)
+            continue
+        cells = list(k) + [median(r[i] for r in rs) for i in range(3, len(header) + 1)]
+        if multi:
+            cells.append("; ".join(", ".join(r[3 + i] for i in by) for r in rs))
+        print("\t".join(cells), file=out)
+EOF
+}

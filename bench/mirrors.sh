@@ -154,41 +154,18 @@ PATHS=("btrfs raid1 (pid)" "sluice, fast device alone" "sluice mirrors, pid" "sl
 for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 	for pair in mixed identical; do
 		if [ $pair = mixed ]; then slow on; else slow off; fi
-		for ((i = 0; i < ${#PATHS[@]}; i++)); do
-			run_path $pair "${PATHS[(i + ROUND - 1) % ${#PATHS[@]}]}"
-		done
+		while read -r label; do
+			run_path $pair "$label"
+		done < <(printf '%s\n' "${PATHS[@]}" | rotated $((ROUND - 1)))
 	done
 done
 slow off
 
 echo
 echo "mirror reads (fio --direct=1, $JOBS jobs, ${RT}s each; slow device: ${SLOW_IOPS} reads/s, 40 MiB/s; $ROUNDS round(s))"
-python3 - "$ROWS" "$WORK/table" <<'EOF'
-import statistics, sys
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-order, by = [], {}
-for r in rows:
-    k = (r[1], r[2])
-    if k not in by:
-        order.append(k)
-        by[k] = []
-    by[k].append(r)
-rounds = len({r[0] for r in rows})
-with open(sys.argv[2], "w") as out:
-    head = ["pair", "path", "4k rand MiB/s", "4k p99 ms", "4k max ms", "1M seq MiB/s", "1M p99 ms", "1M max ms"]
-    if rounds > 1:
-        head = head[:2] + ["median " + h for h in head[2:]] + ["4k, 1M MiB/s by round"]
-    print("\t".join(head), file=out)
-    for k in order:
-        rs = by[k]
-        if any(len(r) != 9 for r in rs):
-            print("\t".join(rs[0][1:]), file=out)
-            continue
-        cells = list(k) + [f"{statistics.median(float(r[i]) for r in rs):g}" for i in range(3, 9)]
-        if rounds > 1:
-            cells.append("; ".join(f"{r[3]}, {r[6]}" for r in rs))
-        print("\t".join(cells), file=out)
-EOF
+median_table "$ROWS" "$WORK/table" \
+	"$(printf 'pair\tpath\t4k rand MiB/s\t4k p99 ms\t4k max ms\t1M seq MiB/s\t1M p99 ms\t1M max ms')" \
+	"4k, 1M MiB/s by round" 0,3
 print_table "$WORK/table"
 echo
 python3 - "$ROWS" <<'EOF'

@@ -47,7 +47,7 @@ RT=${1:-8}
 LIMITS=${2:-"50 100 200"}
 ROUNDS=${3:-1}
 CASES=${SPEED_CASES:-"r4k r64k r1m r1mhot rr4k rr4k4 w4k w1m"}
-[[ $RT =~ ^[1-9][0-9]*$ ]] || die "runtime_s must be a positive integer (got '$RT'); usage: speed.sh [runtime_s] [limits_mib]"
+[[ $RT =~ ^[1-9][0-9]*$ ]] || die "runtime_s must be a positive integer (got '$RT'); usage: speed.sh [runtime_s] [limits_mib] [rounds]"
 check_limits "$LIMITS"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "rounds must be a positive integer (got '$ROUNDS'); usage: speed.sh [runtime_s] [limits_mib] [rounds]"
 for c in $CASES; do
@@ -214,15 +214,6 @@ run_path() {
 	esac
 }
 
-# rotated R: stdin's lines, starting at line R modulo their count.
-rotated() {
-	local lines i
-	mapfile -t lines
-	for ((i = 0; i < ${#lines[@]}; i++)); do
-		echo "${lines[(i + $1) % ${#lines[@]}]}"
-	done
-}
-
 for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 	for cs in $CASES; do
 		while IFS='|' read -r label what; do
@@ -238,45 +229,17 @@ done
 
 echo
 echo "fio as uid 1001, ${RT}s per run, caches dropped; sluice (or loopback) CPU per read() or write() call"
-python3 - "$ROWS" "$WORK/table" "$WORK/ratios" <<'EOF'
+median_table "$ROWS" "$WORK/table" "$(printf 'case\tpath\tMiB/s\tIOPS\tachieved/limit\tclat max ms\tdaemon CPU us/op')" \
+	"MiB/s by round" 0
+python3 - "$ROWS" "$WORK/ratios" <<'EOF'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-order, by = [], {}
-for r in rows:
-    key = (r[1], r[2])
-    if key not in by:
-        order.append(key)
-        by[key] = []
-    by[key].append(r)
-rounds = len({r[0] for r in rows})
-
-def med(vals):
-    nums = [float(v) for v in vals if v != "-"]
-    return statistics.median(nums) if nums else None
-
-with open(sys.argv[2], "w") as out:
-    head = ["case", "path", "MiB/s", "IOPS", "achieved/limit", "clat max ms", "daemon CPU us/op"]
-    if rounds > 1:
-        head = head[:2] + ["median " + h for h in head[2:]] + ["MiB/s by round"]
-    print("\t".join(head), file=out)
-    for key in order:
-        rs = by[key]
-        if any(len(r) < 8 for r in rs):
-            print("\t".join(rs[0][1:]), file=out)
-            continue
-        cells = list(key)
-        for i, f in zip(range(3, 8), ["%.1f", "%.0f", "%.3f", "%.1f", "%.1f"]):
-            m = med(r[i] for r in rs)
-            cells.append("-" if m is None else f % m)
-        if rounds > 1:
-            cells.append(", ".join(r[3] for r in rs))
-        print("\t".join(cells), file=out)
 
 # The ratios the targets name, each within one round.
 def mib(case, path):
-    return {r[0]: float(r[3]) for r in by.get((case, path), []) if len(r) >= 8}
+    return {r[0]: float(r[3]) for r in rows if (r[1], r[2]) == (case, path) and len(r) == 8}
 
-with open(sys.argv[3], "w") as out:
+with open(sys.argv[2], "w") as out:
     print("ratio (same round)\tmedian\tby round", file=out)
 
     def ratio(name, a, b):
@@ -284,7 +247,7 @@ with open(sys.argv[3], "w") as out:
         if vals:
             print(f"{name}\t{statistics.median(vals):.2f}\t" + ", ".join(f"{v:.2f}" for v in vals), file=out)
 
-    for c in dict.fromkeys(c for c, _ in order):
+    for c in dict.fromkeys(r[1] for r in rows):
         if c == "limit":
             continue
         ratio(f"{c}: unreached / unlimited", mib(c, "sluice unreached"), mib(c, "sluice unlimited"))
