@@ -46,6 +46,10 @@ type MirrorStats struct {
 	// Latency is a decaying average of its read times, ns (time constant
 	// mirror.DecayTime); 0 before its first read.
 	Latency int64 `json:"latency_ns"`
+	// ReadTime is the total time its reads took, ns, from being sent to
+	// their answer (a hedged read's too, to its own answer): over an
+	// interval, its change divided by that of Reads is the mean.
+	ReadTime int64 `json:"read_ns"`
 	// Resynced is how many bytes the last resync copied to it.
 	Resynced int64 `json:"resynced_bytes"`
 }
@@ -100,6 +104,7 @@ type Mirror struct {
 	stats      []MirrorStats
 	sample     []int64 // when stats[i].Latency was last updated
 	objs       map[ID]*mobj
+	opens      uint64      // files opened: each fileSet's number, for the policy's streams
 	keys       []map[ID]ID // per mirror: its object's ID -> the set's ID
 	nextID     ID
 
@@ -816,6 +821,8 @@ func (m *Mirror) opened(o *mobj, flags uint32, files []*File, ok []int) *File {
 		}
 	}
 	m.mu.Lock()
+	m.opens++
+	set.n = m.opens
 	m.open[set] = struct{}{}
 	m.mu.Unlock()
 	return &File{fd: files[ok[0]].fd, set: set}
@@ -928,6 +935,7 @@ func (m *Mirror) String() string { return strings.Join(m.dirs, ",") }
 // fileSet is an open file of a mirror set: one file per mirror.
 type fileSet struct {
 	m     *Mirror
+	n     uint64  // its number among the set's opens (mirror.Read's File)
 	obj   *mobj   // the object open
 	flags uint32  // how, for opening it in a resynced mirror
 	files []*File // per mirror; nil where not open

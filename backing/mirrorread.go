@@ -100,6 +100,7 @@ func (m *Mirror) endLocked(st started, n int, err error) {
 	c.Inflight--
 	c.Reads++
 	c.Bytes += int64(n)
+	c.ReadTime += now - st.start
 	m.decay(st.i, now, now-st.start)
 	if m.gen == st.gen {
 		m.policy.Done(now, st.k, st.start, err)
@@ -239,7 +240,7 @@ func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
 // read is a read for the request tagged unique (0: none; see
 // ReadAtAnswering).
 func (s *fileSet) read(pid int, unique uint64, p []byte, off int64) (int, bool, error) {
-	r := mirror.Read{PID: pid, Off: off, Len: int64(len(p))}
+	r := mirror.Read{PID: pid, File: s.n, Off: off, Len: int64(len(p))}
 	var few [8]bool
 	tried := few[:]
 	if len(s.files) > len(few) {

@@ -204,3 +204,46 @@ func adaptivePair(t *testing.T, content []byte) (*Mirror, *File, []*Faults) {
 	t.Cleanup(func() { f.Close() })
 	return m, f, faults
 }
+
+// TestMirrorReadTime: each mirror's ReadTime adds up the time its reads
+// took, at least what the faults made each wait.
+func TestMirrorReadTime(t *testing.T) {
+	content := bytes.Repeat([]byte("x"), 8192)
+	faults := []*Faults{{}, {}}
+	dirs := mirrorDirs(t, 2, map[string]string{"f": string(content)})
+	m, err := NewMirror(dirs, MirrorOptions{Policy: "roundrobin", Now: monoNow, Faults: faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	e, err := m.Lookup(RootID, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.Open(e.ID, syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const wait, reads = 5 * time.Millisecond, 6
+	for _, fl := range faults {
+		fl.SetRead(wait, nil)
+	}
+	p := make([]byte, 4096)
+	for i := range reads {
+		if n, err := f.ReadAt(p, int64(i%2)*4096); err != nil || n != len(p) {
+			t.Fatalf("read %d: %d bytes, %v", i, n, err)
+		}
+	}
+	var n, took int64
+	for _, s := range m.Stats() {
+		n += s.Reads
+		took += s.ReadTime
+		if s.Reads > 0 && s.ReadTime < s.Reads*int64(wait) {
+			t.Errorf("mirror %s: %d reads took %v in all, each waited at least %v", s.Dir, s.Reads, time.Duration(s.ReadTime), wait)
+		}
+	}
+	if n != reads {
+		t.Errorf("%d reads counted, want %d", n, reads)
+	}
+}

@@ -2,7 +2,8 @@
 // per group and direction the application's and the device's bytes and
 // I/Os, throttle waits as a histogram, readahead, writeback and dirty
 // bytes; per mirror of a mirror set its reads, bytes, errors, reads in
-// flight, latency and state. Every scrape reads a fresh snapshot.
+// flight, reads hedged, the total time of its reads, latency and state.
+// Every scrape reads a fresh snapshot.
 package metrics
 
 import (
@@ -56,6 +57,7 @@ var (
 	mErrors   = prometheus.NewDesc("sluice_mirror_errors_total", "Reads and writes that failed on the mirror.", m, nil)
 	mHedged   = prometheus.NewDesc("sluice_mirror_hedged_reads_total", "Reads of the mirror still running after the hedge delay, and sent to another mirror too.", m, nil)
 	mInflight = prometheus.NewDesc("sluice_mirror_inflight_reads", "Reads in flight on the mirror.", m, nil)
+	mTime     = prometheus.NewDesc("sluice_mirror_read_seconds_total", "Total time of the mirror's reads, from being sent to their answer.", m, nil)
 	mLatency  = prometheus.NewDesc("sluice_mirror_latency_seconds", "A decaying average of the mirror's read times.", m, nil)
 	mState    = prometheus.NewDesc("sluice_mirror_state", "1 for the mirror's state (healthy, stale or resyncing), 0 for the others.", []string{"mirror", "state"}, nil)
 )
@@ -64,7 +66,7 @@ type collector struct{ src Source }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{appBytes, appCalls, devBytes, devIOs, wait, limit, limitIOPS, readahead, callerless,
-		early, dirty, cacheBytes, cacheLimit, queued, mReads, mBytes, mErrors, mHedged, mInflight, mLatency, mState} {
+		early, dirty, cacheBytes, cacheLimit, queued, mReads, mBytes, mErrors, mHedged, mTime, mInflight, mLatency, mState} {
 		ch <- d
 	}
 }
@@ -106,6 +108,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		count(mBytes, ms.Bytes, ms.Dir)
 		count(mErrors, ms.Errors, ms.Dir)
 		count(mHedged, ms.Hedged, ms.Dir)
+		ch <- prometheus.MustNewConstMetric(mTime, prometheus.CounterValue, float64(ms.ReadTime)/1e9, ms.Dir)
 		gauge(mInflight, float64(ms.Inflight), ms.Dir)
 		gauge(mLatency, float64(ms.Latency)/1e9, ms.Dir)
 		for _, st := range []string{backing.Healthy, backing.Stale, backing.Resyncing} {

@@ -36,15 +36,23 @@ const (
 // and the age of the oldest read still in flight, so a mirror that has
 // hung costs more the longer it hangs. Mirrors whose cost is within Band
 // of the cheapest are equal: among them a read continuing a recent read
-// of one goes there (a sequential stream stays where its readahead is),
-// otherwise the one with fewest reads in flight, ties taken in turn. A
-// mirror unread for ProbeEvery is offered for a background read (Probe),
-// so a recovered mirror is noticed without a caller waiting on it, and a
-// read that runs long is hedged on another mirror (HedgeAfter).
+// of the same file on one goes there (a sequential stream stays where
+// its readahead is), otherwise the one with fewest reads in flight, ties
+// taken in turn. A mirror unread for ProbeEvery is offered for a
+// background read (Probe), so a recovered mirror is noticed without a
+// caller waiting on it, and a read that runs long is hedged on another
+// mirror (HedgeAfter).
 type adaptive struct {
 	m     []adaptiveMirror
 	turn  int
 	costs []float64 // Pick's scratch, one per mirror
+}
+
+// readEnd is where a read ended: the next read of a sequential stream
+// starts there.
+type readEnd struct {
+	file uint64
+	off  int64
 }
 
 type adaptiveMirror struct {
@@ -53,7 +61,7 @@ type adaptiveMirror struct {
 	sampled  int64   // when est was last updated
 	picked   int64   // when a read was last sent here
 	inflight []int64 // start times of reads in flight
-	ends     [streams]int64
+	ends     [streams]readEnd
 	next     int // ring index into ends
 }
 
@@ -62,7 +70,7 @@ func newAdaptive(mirrors int) *adaptive {
 	for i := range a.m {
 		a.m[i].picked = math.MinInt64 / 2
 		for j := range a.m[i].ends {
-			a.m[i].ends[j] = -1
+			a.m[i].ends[j] = readEnd{off: -1}
 		}
 	}
 	return a
@@ -98,7 +106,7 @@ func (p *adaptive) Pick(now int64, r Read) int {
 			continue
 		}
 		for _, e := range p.m[i].ends {
-			if e == r.Off && r.Off > 0 {
+			if e.off == r.Off && e.file == r.File && r.Off > 0 {
 				return i
 			}
 		}
@@ -121,7 +129,7 @@ func (p *adaptive) Started(now int64, i int, r Read) {
 	m := &p.m[i]
 	m.picked = now
 	m.inflight = append(m.inflight, now)
-	m.ends[m.next] = r.Off + r.Len
+	m.ends[m.next] = readEnd{r.File, r.Off + r.Len}
 	m.next = (m.next + 1) % streams
 }
 

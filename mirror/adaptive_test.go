@@ -146,37 +146,58 @@ func TestAdaptiveIdentical(t *testing.T) {
 // TestAdaptiveSequential: a sequential reader stays on one mirror of an
 // identical pair; two sequential readers each keep theirs.
 func TestAdaptiveSequential(t *testing.T) {
-	for _, jobs := range []int{1, 2} {
-		p, _ := New("adaptive", 2)
-		var q completions
-		last := make([]int, jobs)
-		moves := 0
-		for j := range jobs {
-			r := Read{Off: sequential(j, -1), Len: 4096}
-			m := p.Pick(0, r)
-			p.Started(0, m, r)
-			last[j] = m
-			heap.Push(&q, completion{at: 100_000, m: m, job: j, off: r.Off})
-		}
-		for range 10000 {
-			c := heap.Pop(&q).(completion)
-			p.Done(c.at, c.m, c.start, nil)
-			r := Read{Off: sequential(c.job, c.off), Len: 4096}
-			m := p.Pick(c.at, r)
-			p.Started(c.at, m, r)
-			if m != last[c.job] {
-				moves++
-				last[c.job] = m
+	for _, c := range []struct {
+		name       string
+		jobs       int
+		sameOffset bool // each job its own file, all at the same offsets
+	}{{"one reader", 1, false}, {"two readers", 2, false}, {"four files in step", 4, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			p, _ := New("adaptive", 2)
+			var q completions
+			last := make([]int, c.jobs)
+			read := func(job int, prev int64) Read {
+				if !c.sameOffset {
+					return Read{Off: sequential(job, prev), Len: 4096}
+				}
+				return Read{File: uint64(job + 1), Off: prev + 4096, Len: 4096}
 			}
-			heap.Push(&q, completion{at: c.at + 100_000, start: c.at, m: m, job: c.job, off: r.Off})
-		}
-		if moves > 0 {
-			t.Errorf("%d sequential readers: streams moved %d times in 10000 reads", jobs, moves)
-		}
-		if jobs == 2 && last[0] == last[1] {
-			t.Errorf("two sequential readers share mirror %d; want one each", last[0])
-		}
+			moves := 0
+			for j := range c.jobs {
+				r := read(j, -4096)
+				m := p.Pick(0, r)
+				p.Started(0, m, r)
+				last[j] = m
+				heap.Push(&q, completion{at: 100_000, m: m, job: j, off: r.Off})
+			}
+			for range 10000 {
+				d := heap.Pop(&q).(completion)
+				p.Done(d.at, d.m, d.start, nil)
+				r := read(d.job, d.off)
+				m := p.Pick(d.at, r)
+				p.Started(d.at, m, r)
+				if m != last[d.job] {
+					moves++
+					last[d.job] = m
+				}
+				heap.Push(&q, completion{at: d.at + 100_000, start: d.at, m: m, job: d.job, off: r.Off})
+			}
+			if moves > 0 {
+				t.Errorf("streams moved %d times in 10000 reads", moves)
+			}
+			if per := countEach(last, 2); c.jobs > 1 && (per[0] != c.jobs/2 || per[1] != c.jobs/2) {
+				t.Errorf("%d sequential readers' mirrors %v; want half on each", c.jobs, last)
+			}
+		})
 	}
+}
+
+// countEach counts the values of ms by mirror.
+func countEach(ms []int, mirrors int) []int {
+	n := make([]int, mirrors)
+	for _, m := range ms {
+		n[m]++
+	}
+	return n
 }
 
 // TestAdaptiveHung: a mirror whose read has not come back for far longer

@@ -12,7 +12,10 @@ import (
 
 // Read is what a policy knows of a device read.
 type Read struct {
-	PID      int // the caller's process, 0 when unknown
+	PID int // the caller's process, 0 when unknown
+	// File tells apart the open files read, 0 when unknown: a read
+	// continues a sequential stream only if it reads the same file.
+	File     uint64
 	Off, Len int64
 }
 

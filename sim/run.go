@@ -777,7 +777,7 @@ func (r *runner) start(io *stack.IO) {
 		if t == nil {
 			t = f.owner
 		}
-		rd := mirror.Read{PID: t.pid, Off: io.Off, Len: io.Len}
+		rd := mirror.Read{PID: t.pid, File: io.Ino, Off: io.Off, Len: io.Len}
 		m := r.policy.Pick(r.now, rd)
 		r.policy.Started(r.now, m, rd)
 		di := r.mirrors[m]
@@ -827,7 +827,7 @@ func (r *runner) hedge(ev event) {
 		}
 		return
 	}
-	rd := mirror.Read{PID: ev.t.pid, Off: ev.io.Off, Len: ev.io.Len}
+	rd := mirror.Read{PID: ev.t.pid, File: ev.io.Ino, Off: ev.io.Off, Len: ev.io.Len}
 	r.policy.Started(r.now, m, rd)
 	di := r.mirrors[m]
 	doneAt, err := r.devList[di].Start(r.now, device.Read, ev.n)

@@ -112,7 +112,31 @@ func TestMetrics(t *testing.T) {
 	addr2 := freeAddr(t)
 	startMount(t, mnt2, "mount", "--metrics-listen", addr2, "--mirror", a, "--mirror", b, mnt2)
 	os.WriteFile(filepath.Join(mnt2, "g"), []byte(strings.Repeat("x", 1<<16)), 0o644)
+	// Reads past the mount's page cache reach a mirror.
+	fd, err := syscall.Open(filepath.Join(mnt2, "g"), syscall.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<16)
+	for range 4 {
+		if n, err := syscall.Pread(fd, buf, 0); err != nil || n != len(buf) {
+			t.Fatalf("read through the mirror set: %d bytes, %v", n, err)
+		}
+	}
+	syscall.Close(fd)
 	fams = scrape(t, addr2)
+	var reads, took float64
+	for _, d := range []string{a, b} {
+		if r := sample(fams, "sluice_mirror_reads_total", map[string]string{"mirror": d}); r != nil {
+			reads += r.GetCounter().GetValue()
+		}
+		if s := sample(fams, "sluice_mirror_read_seconds_total", map[string]string{"mirror": d}); s != nil {
+			took += s.GetCounter().GetValue()
+		}
+	}
+	if reads < 4 || took <= 0 {
+		t.Errorf("the mirrors' reads: %v, taking %v s in all; want at least 4, taking some time", reads, took)
+	}
 	for _, d := range []string{a, b} {
 		st := sample(fams, "sluice_mirror_state", map[string]string{"mirror": d, "state": "healthy"})
 		if st == nil || st.GetGauge().GetValue() != 1 {

@@ -42,7 +42,8 @@ cached there). Only the user who mounted (normally root) may ask.
 "cold_reads", "time", "groups": [{"group", "limits", and every counter above
 under its column name, times as *_ns}], "cache_bytes", "cache_limit",
 "queued", and for a mirror set "read_policy", "mirrors": [{"dir", "state", "reads", "bytes",
-"errors", "hedged", "inflight", "latency_ns", "resynced_bytes"}],
+"errors", "hedged", "inflight", "latency_ns", "read_ns" (the total time of its
+reads), "resynced_bytes"}],
 "last_resync"}. Within a schema fields are only added; one removed, renamed
 or changing meaning makes a new schema number.
   sluice stat /mnt/data
