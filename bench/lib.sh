@@ -67,10 +67,11 @@ proc_alive() { # pid: running and not a zombie
 	[ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
 }
 
-# stop_daemon PID MOUNTPOINT: SIGTERM, wait up to 10 s for a clean exit and
-# unmount, then fall back to a lazy fusermount3 -u and SIGKILL.
+# stop_daemon PID MOUNTPOINT [LOGFILE]: SIGTERM, wait up to 10 s for a
+# clean exit and unmount, then fall back to a lazy fusermount3 -u and
+# SIGKILL (showing the end of the daemon's log, if given).
 stop_daemon() {
-	local pid=$1 mnt=$2 i
+	local pid=$1 mnt=$2 logf=${3:-} i
 	if proc_alive "$pid"; then
 		kill -TERM "$pid" 2>/dev/null || true
 		for ((i = 0; i < 100; i++)); do
@@ -85,6 +86,7 @@ stop_daemon() {
 	if proc_alive "$pid"; then
 		log "daemon $pid ignored SIGTERM; SIGKILL ($(ps -o stat=,wchan=,cmd= -p "$pid" 2>&1 | cut -c1-80); $(ls /proc/$pid/task 2>&1 | wc -l) tasks; status: $(grep State /proc/$pid/status 2>&1))"
 		kill -KILL "$pid" 2>/dev/null || true
+		[ -z "$logf" ] || tail -n 5 "$logf" | sed 's/^/#   /' >&2
 	fi
 	wait "$pid" 2>/dev/null || true
 }
@@ -300,6 +302,7 @@ start_fuse() {
 	mkdir -p "$mnt"
 	"$@" >"$logf" 2>&1 &
 	FUSE_PID=$!
+	FUSE_LOG=$logf
 	DAEMON_PIDS+=("$FUSE_PID")
 	DAEMON_MNTS+=("$mnt")
 	wait_mount "$FUSE_PID" "$mnt" "$logf" || die "mount of $mnt failed ($*)"
@@ -311,7 +314,7 @@ stop_fuse() {
 	for i in "${!DAEMON_PIDS[@]}"; do
 		[ "${DAEMON_PIDS[$i]}" = "$FUSE_PID" ] && mnt=${DAEMON_MNTS[$i]}
 	done
-	stop_daemon "$FUSE_PID" "$mnt"
+	stop_daemon "$FUSE_PID" "$mnt" "${FUSE_LOG:-}"
 	forget_daemon "$FUSE_PID"
 }
 
@@ -324,6 +327,7 @@ start_fuseuring() {
 	shift 2
 	"$FUSEURING" "$@" "$mnt" >"$logf" 2>&1 &
 	FUSE_PID=$!
+	FUSE_LOG=$logf
 	DAEMON_PIDS+=("$FUSE_PID")
 	DAEMON_MNTS+=("$mnt")
 	for ((i = 0; i < 200; i++)); do

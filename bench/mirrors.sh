@@ -5,6 +5,11 @@
 # of devices where one is slow, and on an identical pair.
 #
 # usage: mirrors.sh [runtime_s=10] [slow_iops=300] [rounds=1]
+#   env MIRRORS_PATHS (default "btrfs alone pid roundrobin latency adaptive"):
+#     the paths to run (btrfs raid1, sluice over the fast device alone,
+#     sluice mirrors under each read policy); MIRRORS_PAIRS (default
+#     "mixed identical"): with one device slow, with both fast. A target
+#     whose paths were not run is not checked.
 #
 # Four loop devices (O_DIRECT on their image files): a btrfs raid1 over
 # two, an ext4 on each of the other two for sluice's mirrors (one directory
@@ -12,7 +17,9 @@
 # device of each pair, at slow_iops reads/s and 40 MiB/s (fio for btrfs;
 # the sluice daemon, which does the device reads, for sluice). fio
 # --direct=1, 4 jobs, each on its own 512 MiB file: 4k random reads QD1,
-# and 1 MiB sequential reads. Reported: MiB/s, clat p99 and max. With
+# and 1 MiB sequential reads. Reported: MiB/s, clat p99 and max; and, as
+# each run of a sluice mirror set ends, where its reads went (from sluice
+# stat: reads per mirror, their mean time, reads hedged). With
 # more than one round, each round runs every path again with their order
 # rotated by one; the table gives medians, and each target is checked on
 # the median of its ratio taken within each round (the speed of this kind
@@ -24,9 +31,21 @@ source "$(dirname "$0")/lib.sh"
 RT=${1:-10}
 SLOW_IOPS=${2:-300}
 ROUNDS=${3:-1}
-[[ $RT =~ ^[1-9][0-9]*$ ]] || die "runtime_s must be a positive integer (got '$RT'); usage: mirrors.sh [runtime_s] [slow_iops]"
+[[ $RT =~ ^[1-9][0-9]*$ ]] || die "runtime_s must be a positive integer (got '$RT'); usage: mirrors.sh [runtime_s] [slow_iops] [rounds]"
 [[ $SLOW_IOPS =~ ^[1-9][0-9]*$ ]] || die "slow_iops must be a positive integer (got '$SLOW_IOPS'); usage: mirrors.sh [runtime_s] [slow_iops] [rounds]"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "rounds must be a positive integer (got '$ROUNDS'); usage: mirrors.sh [runtime_s] [slow_iops] [rounds]"
+PATHS=()
+for p in ${MIRRORS_PATHS:-btrfs alone pid roundrobin latency adaptive}; do
+	case $p in
+	btrfs) PATHS+=("btrfs raid1 (pid)") ;;
+	alone) PATHS+=("sluice, fast device alone") ;;
+	pid | roundrobin | latency | adaptive) PATHS+=("sluice mirrors, $p") ;;
+	*) die "unknown path '$p' in MIRRORS_PATHS (want btrfs alone pid roundrobin latency adaptive)" ;;
+	esac
+done
+for pair in ${MIRRORS_PAIRS:-mixed identical}; do
+	[[ $pair = mixed || $pair = identical ]] || die "unknown pair '$pair' in MIRRORS_PAIRS (want mixed identical)"
+done
 command -v mkfs.btrfs >/dev/null || die "mkfs.btrfs not found (install btrfs-progs): the kernel reference is btrfs raid1"
 start_blkio_bench
 
@@ -94,8 +113,11 @@ if ms:
     n = [y["reads"] - x["reads"] for x, y in ms]
     e = [y["errors"] - x["errors"] for x, y in ms]
     h = [y.get("hedged", 0) - x.get("hedged", 0) for x, y in ms]
+    took = [y.get("read_ns", 0) - x.get("read_ns", 0) for x, y in ms]
     print("# " + sys.argv[3] + ": reads per mirror " + ", ".join(
-        f"{y['dir'].rsplit('/', 1)[-1]} {k} ({100 * k / max(sum(n), 1):.1f} %)" for (x, y), k in zip(ms, n))
+        f"{y['dir'].rsplit('/', 1)[-1]} {k} ({100 * k / max(sum(n), 1):.1f} %"
+        + (f", mean {d / k / 1e6:.3f} ms, {d / 1e9:.2f} s in all" if k else "") + ")"
+        for (x, y), k, d in zip(ms, n, took))
         + (f"; hedged {h}" if any(h) else "") + (f"; errors {e}" if any(e) else ""), file=sys.stderr)
 EOF
 }
@@ -149,10 +171,8 @@ run_path() {
 	esac
 }
 
-PATHS=("btrfs raid1 (pid)" "sluice, fast device alone" "sluice mirrors, pid" "sluice mirrors, roundrobin"
-	"sluice mirrors, latency" "sluice mirrors, adaptive")
 for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
-	for pair in mixed identical; do
+	for pair in ${MIRRORS_PAIRS:-mixed identical}; do
 		if [ $pair = mixed ]; then slow on; else slow off; fi
 		while read -r label; do
 			run_path $pair "$label"
