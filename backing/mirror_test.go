@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func mirrorDirs(t *testing.T, n int, files map[string]string) []string {
+func mirrorDirs(t testing.TB, n int, files map[string]string) []string {
 	t.Helper()
 	var dirs []string
 	for range n {

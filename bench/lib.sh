@@ -67,11 +67,30 @@ proc_alive() { # pid: running and not a zombie
 	[ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
 }
 
+# holders DIR: the processes with a file, directory or mapping open under
+# DIR, or their working directory or root there.
+holders() {
+	local p l out=""
+	for p in /proc/[0-9]*; do
+		for l in "$p"/cwd "$p"/root "$p"/fd/* "$p"/map_files/*; do
+			case $(readlink "$l" 2>/dev/null) in
+			"$1" | "$1"/*)
+				out+=" ${p#/proc/}:$(cat "$p/comm" 2>/dev/null):${l#"$p"/}"
+				break
+				;;
+			esac
+		done
+	done
+	echo "${out:- none}"
+}
+
 # stop_daemon PID MOUNTPOINT [LOGFILE]: SIGTERM, wait up to 10 s for a
-# clean exit and unmount, then fall back to a lazy fusermount3 -u and
-# SIGKILL (showing the end of the daemon's log, if given).
+# clean exit and unmount. A daemon still running then gets SIGABRT (a Go
+# daemon prints every goroutine's stack to its log, kept as
+# $BENCH_TMPDIR/stuck.PID.log, default /tmp), then the mount a lazy
+# fusermount3 -u and the daemon SIGKILL.
 stop_daemon() {
-	local pid=$1 mnt=$2 logf=${3:-} i
+	local pid=$1 mnt=$2 logf=${3:-} i keep
 	if proc_alive "$pid"; then
 		kill -TERM "$pid" 2>/dev/null || true
 		for ((i = 0; i < 100; i++)); do
@@ -79,14 +98,27 @@ stop_daemon() {
 			sleep 0.1
 		done
 	fi
+	if proc_alive "$pid"; then
+		log "daemon $pid still running 10 s after SIGTERM ($(ps -o stat=,wchan=,cmd= -p "$pid" 2>&1 | cut -c1-80)); what holds $mnt: $(holders "$mnt"); SIGABRT"
+		# SIGABRT, not SIGQUIT: a shell without job control starts
+		# background commands with SIGQUIT ignored.
+		kill -ABRT "$pid" 2>/dev/null || true
+		for ((i = 0; i < 20; i++)); do
+			proc_alive "$pid" || break
+			sleep 0.1
+		done
+		if [ -n "$logf" ]; then
+			keep=${BENCH_TMPDIR:-${TMPDIR:-/tmp}}/stuck.$pid.log
+			cp "$logf" "$keep" 2>/dev/null && log "its log, with the stacks: $keep"
+		fi
+	fi
 	if is_mounted "$mnt"; then
 		log "$mnt still mounted after the daemon stopped; fusermount3 -u -z"
 		fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
 	fi
 	if proc_alive "$pid"; then
-		log "daemon $pid ignored SIGTERM; SIGKILL ($(ps -o stat=,wchan=,cmd= -p "$pid" 2>&1 | cut -c1-80); $(ls /proc/$pid/task 2>&1 | wc -l) tasks; status: $(grep State /proc/$pid/status 2>&1))"
+		log "daemon $pid ignored SIGABRT; SIGKILL"
 		kill -KILL "$pid" 2>/dev/null || true
-		[ -z "$logf" ] || tail -n 5 "$logf" | sed 's/^/#   /' >&2
 	fi
 	wait "$pid" 2>/dev/null || true
 }

@@ -342,17 +342,20 @@ func (f *FS) Wait() {
 	f.tree.Close()
 }
 
+// UnmountWait is how long Unmount retries while the mount is busy.
+const UnmountWait = 5 * time.Second
+
 // Unmount unmounts the file system, retrying while it is busy for up to
-// a few seconds.
+// UnmountWait.
 func (f *FS) Unmount() error {
-	var err error
-	for i := 0; i < 50; i++ {
-		if err = f.server.Unmount(); err == nil {
-			return nil
+	deadline := time.Now().Add(UnmountWait)
+	for {
+		err := f.server.Unmount()
+		if err == nil || time.Now().After(deadline) {
+			return err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return err
 }
 
 // Engine returns the engine serving the mount.
