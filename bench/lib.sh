@@ -100,6 +100,10 @@ stop_daemon() {
 	fi
 	if proc_alive "$pid"; then
 		log "daemon $pid still running 10 s after SIGTERM ($(ps -o stat=,wchan=,cmd= -p "$pid" 2>&1 | cut -c1-80)); what holds $mnt: $(holders "$mnt"); SIGABRT"
+		log "  $(tr -d '\0' <"/proc/$pid/comm" 2>&1), $(grep -E '^(State|Tgid|Threads)' "/proc/$pid/status" 2>&1 | tr '\n\t' '  ')"
+		for i in /proc/"$pid"/task/*; do
+			log "  task ${i##*/} $(grep '^State' "$i/status" 2>/dev/null | tr '\t' ' '): $(tr '\n' ' ' <"$i/stack" 2>/dev/null | cut -c1-300)"
+		done
 		# SIGABRT, not SIGQUIT: a shell without job control starts
 		# background commands with SIGQUIT ignored.
 		kill -ABRT "$pid" 2>/dev/null || true
