@@ -3,7 +3,6 @@ package backing
 import (
 	"bytes"
 	"sync/atomic"
-	"syscall"
 	"testing"
 )
 
@@ -16,22 +15,8 @@ func BenchmarkMirrorRead(b *testing.B) {
 	content := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
 	for _, policy := range []string{"pid", "roundrobin", "latency", "adaptive"} {
 		b.Run(policy, func(b *testing.B) {
-			dirs := mirrorDirs(b, 2, map[string]string{"f": string(content)})
-			m, err := NewMirror(dirs, MirrorOptions{Policy: policy, Now: monoNow})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close()
+			m, f := mirrorPair(b, MirrorOptions{Policy: policy}, content)
 			m.SetAnswer(func(uint64, []byte) error { return nil })
-			e, err := m.Lookup(RootID, "f")
-			if err != nil {
-				b.Fatal(err)
-			}
-			f, err := m.Open(e.ID, syscall.O_RDONLY)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer f.Close()
 			var unique atomic.Uint64
 			b.SetParallelism(2)
 			b.ResetTimer()

@@ -187,8 +187,18 @@ func TestAnsweredRead(t *testing.T) {
 func adaptivePair(t *testing.T, content []byte) (*Mirror, *File, []*Faults) {
 	t.Helper()
 	faults := []*Faults{{}, {}}
+	m, f := mirrorPair(t, MirrorOptions{Policy: "adaptive", Faults: faults}, content)
+	return m, f, faults
+}
+
+// mirrorPair returns a two-way mirror set made with opts (on the monotonic
+// clock) holding content as "f", and that file open; both are closed when
+// the test ends.
+func mirrorPair(t testing.TB, opts MirrorOptions, content []byte) (*Mirror, *File) {
+	t.Helper()
 	dirs := mirrorDirs(t, 2, map[string]string{"f": string(content)})
-	m, err := NewMirror(dirs, MirrorOptions{Policy: "adaptive", Now: monoNow, Faults: faults})
+	opts.Now = monoNow
+	m, err := NewMirror(dirs, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,29 +212,14 @@ func adaptivePair(t *testing.T, content []byte) (*Mirror, *File, []*Faults) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return m, f, faults
+	return m, f
 }
 
 // TestMirrorReadTime: each mirror's ReadTime adds up the time its reads
 // took, at least what the faults made each wait.
 func TestMirrorReadTime(t *testing.T) {
-	content := bytes.Repeat([]byte("x"), 8192)
 	faults := []*Faults{{}, {}}
-	dirs := mirrorDirs(t, 2, map[string]string{"f": string(content)})
-	m, err := NewMirror(dirs, MirrorOptions{Policy: "roundrobin", Now: monoNow, Faults: faults})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	e, err := m.Lookup(RootID, "f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := m.Open(e.ID, syscall.O_RDONLY)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	m, f := mirrorPair(t, MirrorOptions{Policy: "roundrobin", Faults: faults}, bytes.Repeat([]byte("x"), 8192))
 	const wait, reads = 5 * time.Millisecond, 6
 	for _, fl := range faults {
 		fl.SetRead(wait, nil)
