@@ -95,11 +95,12 @@ func Dir() string {
 	return fmt.Sprintf("/tmp/sluice-%d", os.Geteuid())
 }
 
-// makeDir creates the socket directory (its parent must exist) and checks
-// it: a real directory, not a symlink, owned by this user, reachable by
-// no one else. A directory planted by another user (say in /tmp) is
-// refused, never used.
-func makeDir(dir string) error {
+// MakeDir creates a directory of Dir's kind (its parent must exist) and
+// checks it: a real directory, not a symlink, owned by this user,
+// reachable by no one else. A directory planted by another user (say in
+// /tmp) is refused, never used. The control socket and the fstab
+// helper's log live in one made so.
+func MakeDir(dir string) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("control socket directory %s: %w", dir, err)
 	}
@@ -151,7 +152,7 @@ func Listen(mountpoint string, t Target) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := makeDir(filepath.Dir(path)); err != nil {
+	if err := MakeDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
 	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {

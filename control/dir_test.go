@@ -14,7 +14,7 @@ func TestMakeDir(t *testing.T) {
 	base := t.TempDir()
 
 	fresh := filepath.Join(base, "fresh")
-	if err := makeDir(fresh); err != nil {
+	if err := MakeDir(fresh); err != nil {
 		t.Fatalf("new directory: %v", err)
 	}
 	if st, err := os.Lstat(fresh); err != nil || st.Mode().Perm() != 0o700 {
@@ -24,7 +24,7 @@ func TestMakeDir(t *testing.T) {
 	open := filepath.Join(base, "open")
 	os.Mkdir(open, 0o777)
 	os.Chmod(open, 0o777)
-	if err := makeDir(open); err != nil {
+	if err := MakeDir(open); err != nil {
 		t.Fatalf("own directory open to others: %v", err)
 	}
 	if st, _ := os.Lstat(open); st.Mode().Perm() != 0o700 {
@@ -33,7 +33,7 @@ func TestMakeDir(t *testing.T) {
 
 	link := filepath.Join(base, "link")
 	os.Symlink(fresh, link)
-	if err := makeDir(link); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if err := MakeDir(link); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Fatalf("symlink: %v, want a refusal saying it is not a directory", err)
 	}
 
@@ -45,7 +45,7 @@ func TestMakeDir(t *testing.T) {
 	if err := os.Chown(other, 4101, 4101); err != nil {
 		t.Fatal(err)
 	}
-	err := makeDir(other)
+	err := MakeDir(other)
 	if err == nil || !strings.Contains(err.Error(), "belongs to uid 4101") {
 		t.Fatalf("directory of uid 4101: %v, want a refusal naming the owner", err)
 	}

@@ -118,14 +118,20 @@ func cmdFstab(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The log lives beside the control socket, in a directory checked as
+	// that one is (in /tmp without root, where another user may have
+	// planted it), and is never opened through a symlink.
 	dir := control.Dir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := control.MakeDir(dir); err != nil {
 		return err
 	}
 	logPath := filepath.Join(dir, "mount."+strings.ReplaceAll(strings.Trim(opts.Mountpoint, "/"), "/", "-")+".log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("mount log %s is a symlink: refusing to write through it (remove it)", logPath)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("mount log: %w", err)
 	}
 	defer logf.Close()
 	cmd := exec.Command(self, append([]string{"mount"}, margs...)...)
