@@ -1,7 +1,6 @@
 package backing
 
 import (
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -194,7 +193,7 @@ type Dir struct {
 	next    uint64
 	eof     bool
 	release func()
-	hide    string // a name listings skip (a mirror set's StateFile)
+	hide    func(name string) bool // names listings skip (a mirror set's IsStateFile)
 }
 
 // DirEntry is one name of a directory.
@@ -224,7 +223,7 @@ func (d *Dir) Seek(off uint64) error {
 func (d *Dir) Peek() (e DirEntry, ok bool, err error) {
 	for {
 		e, ok, err = d.peek()
-		if !ok || err != nil || d.hide == "" || !strings.HasPrefix(e.Name, d.hide) {
+		if !ok || err != nil || d.hide == nil || !d.hide(e.Name) {
 			return e, ok, err
 		}
 		d.Advance()

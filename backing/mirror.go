@@ -308,16 +308,23 @@ func writeState(dir string, st mirrorState) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, StateFile+".new")
+	tmp := filepath.Join(dir, StateFile+".new") // one of IsStateFile's names
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(dir, StateFile))
 }
 
+// IsStateFile reports whether name, in a mirror's root, is one of the
+// set's own files: StateFile, or the file it is written through before it
+// is renamed into place. Other names, however they begin, are the tree's.
+func IsStateFile(name string) bool {
+	return name == StateFile || name == StateFile+".new"
+}
+
 // hidden reports whether name in the root is the set's own.
 func hidden(parent ID, name string) bool {
-	return parent == RootID && strings.HasPrefix(name, StateFile)
+	return parent == RootID && IsStateFile(name)
 }
 
 // compare checks that the healthy mirrors' top levels agree: the same
@@ -887,7 +894,7 @@ func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
 func (m *Mirror) OpenDir(id ID) (d *Dir, err error) {
 	err = m.first(id, func(t Tree, sub ID) (err error) { d, err = t.OpenDir(sub); return err })
 	if err == nil && id == RootID {
-		d.hide = StateFile
+		d.hide = IsStateFile
 	}
 	return d, err
 }
