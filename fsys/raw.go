@@ -415,12 +415,13 @@ func (r *raw) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, name string, de
 
 func (r *raw) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
 	id := backing.ID(h.NodeId)
-	if h.Uid == 0 {
+	// sluice lists as root; a caller without CAP_SYS_ADMIN, whatever its
+	// uid, does not see trusted.* names on SOURCE, so it does not see
+	// them here.
+	if hasCap(h.Pid, capSysAdmin) {
 		n, err := r.f.tree.Listxattr(id, dest)
 		return uint32(max(n, 0)), st(err)
 	}
-	// sluice lists as root; a caller without CAP_SYS_ADMIN does not see
-	// trusted.* names on SOURCE, so it does not see them here.
 	buf := make([]byte, 4096)
 	for {
 		n, err := r.f.tree.Listxattr(id, buf)

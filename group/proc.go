@@ -98,3 +98,19 @@ func ReadGroups(pid int32) ([]uint32, error) {
 	}
 	return ids, nil
 }
+
+// CapEff returns the effective capabilities of thread tid, the CapEff
+// mask of /proc/TID/status: bit N is capability N of
+// linux/capability.h, held in the thread's own user namespace. A tid of
+// 0 or less is an error.
+func CapEff(tid int32) (uint64, error) {
+	v, err := statusField(tid, "CapEff")
+	if err != nil {
+		return 0, err
+	}
+	mask, err := strconv.ParseUint(v, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s/%d/status: bad CapEff %q", procDir, tid, v)
+	}
+	return mask, nil
+}
