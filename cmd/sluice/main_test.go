@@ -293,7 +293,13 @@ func isMounted(path string) bool {
 // its error in *waitErr.
 func startMount(t *testing.T, mnt string, args ...string) (cmd *exec.Cmd, stderr *bytes.Buffer, exited chan struct{}, waitErr *error) {
 	t.Helper()
-	cmd = sluice(args...)
+	return startCmd(t, mnt, sluice(args...))
+}
+
+// startCmd is startMount of a command made ready to run, such as sluice
+// run by a wrapper.
+func startCmd(t *testing.T, mnt string, cmd *exec.Cmd) (_ *exec.Cmd, stderr *bytes.Buffer, exited chan struct{}, waitErr *error) {
+	t.Helper()
 	stderr = new(bytes.Buffer)
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

@@ -102,11 +102,16 @@ type mountOpts struct {
 	policy     string
 	config     string
 	metrics    string
-	logLevel   string
+	// metricsTimeout is every timeout of the metrics server's
+	// connections (metrics.ServerOptions).
+	metricsTimeout time.Duration
+	metricsConns   int
+	logLevel       string
 }
 
 func mountFlags() (*flag.FlagSet, *mountOpts) {
 	d := stack.DefaultOptions()
+	md := metrics.DefaultServerOptions()
 	o := &mountOpts{
 		maxIO: sizeFlag(d.MaxIO), ra: sizeFlag(d.Readahead), budget: onOff(d.ReadaheadBudget),
 		cache: sizeFlag(d.CacheBytes), burst: d.Burst, maxWait: "auto",
@@ -130,6 +135,8 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&o.logLevel, "log-level", "info", "what the log (stderr, as key=value lines) shows: debug (every FUSE request too), info (start, stop, reloads), warn (a mirror turning stale, failures), error")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (host:port; off when empty)")
+	fs.DurationVar(&o.metricsTimeout, "metrics-timeout", md.ReadHeaderTimeout, "longest a metrics connection may take to send its request or to take its answer, or wait for its next request")
+	fs.IntVar(&o.metricsConns, "metrics-max-conns", md.MaxConns, "most metrics connections served at once (more are closed as they come)")
 	fs.StringVar(&o.config, "config", "", "a TOML file holding any of these flags under their names, and source, mountpoint, mirrors and [[group]] tables (name, match, limits); flags given here win")
 	fs.Var(&o.mirrors, "mirror", "a directory of a mirror set, served in place of SOURCE (twice or more)")
 	fs.StringVar(&o.policy, "read-policy", mirror.Default, "which mirror serves each read: adaptive (the one expected to answer first: decaying peak latency × reads in flight, sequential streams kept, a recovered mirror probed), pid (caller pid mod mirrors, as btrfs), roundrobin (the next mirror every 256 KiB), latency (lowest lifetime average)")
@@ -162,7 +169,8 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	if ln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(metricSource{m}))
-		go http.Serve(ln, mux)
+		to := o.metricsTimeout
+		go metrics.Serve(ln, mux, metrics.ServerOptions{ReadHeaderTimeout: to, ReadTimeout: to, WriteTimeout: to, IdleTimeout: to, MaxConns: o.metricsConns})
 		log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	}
 	t := &target{m: m, opts: opts, args: args, config: config}
@@ -461,6 +469,12 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 		return opts, usagef("--max-open %d: want at least 16", o.maxOpen)
 	}
 	opts.MaxOpen = o.maxOpen
+	if o.metricsTimeout <= 0 {
+		return opts, usagef("--metrics-timeout %v: want a duration above 0, such as 10s", o.metricsTimeout)
+	}
+	if o.metricsConns < 1 {
+		return opts, usagef("--metrics-max-conns %d: want at least 1", o.metricsConns)
+	}
 	switch o.cacheMode {
 	case "auto":
 		opts.CacheMode = fsys.CacheAuto
