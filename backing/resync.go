@@ -19,7 +19,8 @@ const Resyncing = "resyncing"
 // Resync makes the stale mirrors equal to the first healthy one and
 // returns them to service, copying at most rate bytes a second (0: no
 // bound). The mount keeps serving meanwhile from the healthy mirrors: a
-// first pass copies everything that differs, with no lock held; a second
+// first pass removes what the healthy mirror lacks (making room), then
+// copies everything that differs, with no lock held; a second
 // pass, with the set's changes held off, copies what changed during the
 // first; then each resynced mirror is opened for every object and file
 // in use and read and written again. It returns once the mirrors are
@@ -100,6 +101,9 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	}()
 	p := &pacer{rate: rate, start: time.Now()}
 	for _, i := range targets {
+		if err := m.prune(src, i); err != nil {
+			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
+		}
 		if err := m.copyTree(src, i, p, nil, true); err != nil {
 			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
 		}
@@ -354,23 +358,104 @@ func (c *copier) dir(sfd, dfd int, rel string, root bool) error {
 	}
 	keep := map[string]bool{}
 	for _, name := range snames {
-		if root && strings.HasPrefix(name, StateFile) {
-			continue
-		}
 		keep[name] = true
-		if err := c.entry(sfd, dfd, name, rel+"/"+name); err != nil {
-			return err
-		}
 	}
+	// What src lacks goes first: what it frees makes room for the copies.
 	for _, name := range dnames {
-		if root && strings.HasPrefix(name, StateFile) || keep[name] {
+		if root && IsStateFile(name) || keep[name] {
 			continue
 		}
 		if err := removeAll(dfd, name); err != nil {
 			return err
 		}
 	}
+	for _, name := range snames {
+		if root && IsStateFile(name) {
+			continue
+		}
+		if err := c.entry(sfd, dfd, name, rel+"/"+name); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// prune removes from mirror dst's tree, before a resync copies anything
+// to it, what mirror src's lacks or holds as another type: what that
+// frees makes room for the copies, whichever directories they go to.
+func (m *Mirror) prune(src, dst int) error {
+	sfd, dfd, err := m.openRoots(src, dst)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(sfd)
+	defer unix.Close(dfd)
+	return pruneDir(sfd, dfd, true)
+}
+
+func pruneDir(sfd, dfd int, root bool) error {
+	stypes, err := types(sfd)
+	if err != nil {
+		return err
+	}
+	dtypes, err := types(dfd)
+	if err != nil {
+		return err
+	}
+	for name, dt := range dtypes {
+		if root && IsStateFile(name) {
+			continue
+		}
+		st, ok := stypes[name]
+		if !ok || st != dt {
+			if err := removeAll(dfd, name); err != nil {
+				return err
+			}
+			continue
+		}
+		if dt != os.ModeDir {
+			continue
+		}
+		// The set's changes run meanwhile: a source directory gone or
+		// replaced since is left to the copy.
+		s, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if noDir(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		d, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = pruneDir(s, d, false)
+			unix.Close(d)
+		}
+		unix.Close(s)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// types lists directory fd's entries with their types (os.ModeDir,
+// os.ModeSymlink, ...; 0 for a regular file).
+func types(fd int) (map[string]os.FileMode, error) {
+	nfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(nfd), "dir")
+	defer f.Close()
+	des, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]os.FileMode, len(des))
+	for _, de := range des {
+		out[de.Name()] = de.Type()
+	}
+	return out, nil
 }
 
 func lstatAt(fd int, name string) (st unix.Stat_t, err error) {
@@ -480,7 +565,7 @@ func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
 			}
 			missing = true
 		}
-		return c.file(sfd, dfd, name, &st, missing || force || dt.Size != st.Size || dt.Mtim != st.Mtim)
+		return c.file(sfd, dfd, name, rel, &st, missing || force || dt.Size != st.Size || dt.Mtim != st.Mtim)
 	case syscall.S_IFLNK:
 		target, err := readlinkAt(sfd, name)
 		if err != nil {
@@ -525,7 +610,8 @@ func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
 }
 
 // file copies a regular file's content when changed, then its metadata.
-func (c *copier) file(sfd, dfd int, name string, st *unix.Stat_t, changed bool) error {
+// A write that falls short (a mirror without room) fails the copy.
+func (c *copier) file(sfd, dfd int, name, rel string, st *unix.Stat_t, changed bool) error {
 	s, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -553,8 +639,8 @@ func (c *copier) file(sfd, dfd int, name string, st *unix.Stat_t, changed bool) 
 			if n == 0 {
 				break
 			}
-			if _, err := unix.Pwrite(d, buf[:n], off); err != nil {
-				return err
+			if w, err := pwriteAll(d, buf[:n], off); err != nil {
+				return fmt.Errorf("copying %s: %v at byte %d of %d", rel, err, off+int64(w), st.Size)
 			}
 			off += int64(n)
 			c.m.mu.Lock()
@@ -563,13 +649,33 @@ func (c *copier) file(sfd, dfd int, name string, st *unix.Stat_t, changed bool) 
 			c.p.pay(int64(n))
 		}
 		if err := unix.Ftruncate(d, off); err != nil {
-			return err
+			return fmt.Errorf("copying %s: %v", rel, err)
 		}
 		if err := unix.Fsync(d); err != nil {
-			return err
+			return fmt.Errorf("copying %s: %v", rel, err)
 		}
 	}
 	return copyMeta(s, d, st)
+}
+
+// pwriteAll writes all of b at off, or says how much it wrote and why it
+// stopped: a write that falls short with no error is retried from where
+// it stopped, and one that writes nothing fails with ENOSPC.
+func pwriteAll(fd int, b []byte, off int64) (written int, err error) {
+	for written < len(b) {
+		n, err := unix.Pwrite(fd, b[written:], off+int64(written))
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return written, err
+		}
+		if n <= 0 {
+			return written, syscall.ENOSPC
+		}
+		written += n
+	}
+	return written, nil
 }
 
 // copyMeta gives d the owner, mode, extended attributes (ACLs among them)
