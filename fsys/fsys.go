@@ -130,6 +130,19 @@ const DefaultMapDirty = 4 << 20
 // to sluice with 4 MiB, and 1.5 times it with 64 MiB.
 const DefaultWriteCacheDirty = 64 << 20
 
+// maxBackground is the mount's number of background requests in flight
+// (the kernel's max_background: asynchronous direct I/O, readahead, and
+// the writeback of cached pages), the most the kernel takes. Past it, the
+// kernel holds every tenant's next background request, readahead
+// included, until one is answered; a limited group's requests wait in
+// its throttle while they are in flight, so with a few dozen slots one
+// tenant's queued asynchronous reads stalled every other tenant's
+// readahead (an unlimited reader of a 64 MiB file took 6.2 times as long
+// beside 128 reads queued at 64 KiB/s). A held request costs sluice a
+// goroutine and its buffer, which a tenant's synchronous requests from as
+// many threads would cost as well.
+const maxBackground = 65535
+
 // FS is a mounted sluice file system.
 type FS struct {
 	opts     Options
@@ -244,7 +257,7 @@ func Mount(opts Options) (*FS, error) {
 		Name:          "sluice",
 		MaxWrite:      1 << 20,
 		MaxReadAhead:  1 << 20,
-		MaxBackground: 64,
+		MaxBackground: maxBackground,
 		Debug:         opts.Debug,
 		// The FUSE library's lines: its per-request trace (Debug) at
 		// debug level, its complaints as warnings.
