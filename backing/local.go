@@ -600,11 +600,14 @@ func (t *Local) Rename(parent ID, name string, newParent ID, newName string, fla
 }
 
 // openFlags are the flags a backing open keeps: the kernel has already
-// created the file, computes append offsets itself, and the serving
-// process has no controlling terminal to acquire.
+// created the file, and the serving process has no controlling terminal
+// to acquire. O_APPEND is kept when asked for: on Linux every pwrite to
+// such a descriptor goes to the end of the file, so a caller that writes
+// at offsets asks for it only where the file takes nothing else (an
+// append-only file).
 func openFlags(flags uint32) int {
 	const fmodeExec = 0x20
-	return int(flags&^(syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOCTTY|syscall.O_APPEND|unix.O_NOFOLLOW|fmodeExec)) | unix.O_CLOEXEC
+	return int(flags&^(syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOCTTY|unix.O_NOFOLLOW|fmodeExec)) | unix.O_CLOEXEC
 }
 
 func (t *Local) Create(c *Cred, parent ID, name string, flags, mode uint32) (Entry, *File, error) {

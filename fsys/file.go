@@ -34,6 +34,10 @@ type node struct {
 	backingID int32 // passthrough registration; 0 when none
 	passRefs  int
 	cachedW   []*handle // open for writing through the write cache, oldest first
+
+	// appendMu orders the appends of the node's handles: each finds the
+	// backing file's end and writes there under it.
+	appendMu sync.Mutex
 }
 
 // cachedWriter is the handle last opened for writing through the write
@@ -179,6 +183,7 @@ type handle struct {
 	pacedWB bool          // cachedW by a limited group: its writeback is paced
 	splice  bool          // large unthrottled reads are spliced from file (see spliceMin)
 	pass    bool          // registered for passthrough
+	append  bool          // opened with O_APPEND: writes go to the backing file's end
 
 	mu      sync.Mutex
 	reading bool         // holds the node's reader
@@ -305,6 +310,17 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached
 		}
 	}
 	id := uint64(h.node.id)
+	if h.append && !cached {
+		// The kernel's offset for an append is the end of the file as
+		// it last saw it; SOURCE may have grown behind the mount since.
+		h.node.appendMu.Lock()
+		defer h.node.appendMu.Unlock()
+		end, err := h.appendAt(off)
+		if err != nil {
+			return 0, errno(err)
+		}
+		off = end
+	}
 	var w engine.WriterAt = h.file
 	if f.nearFull() {
 		switch cred := by.writer(ctx); {
@@ -371,6 +387,27 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached
 		return 0, errno(err)
 	}
 	return uint32(n), 0
+}
+
+// appendAt returns where an append the kernel placed at off goes: the
+// backing file's end. When that is not off, the kernel's idea of the
+// file (its size, the pages it holds from off on) is dropped, after the
+// reply for a write through its page cache, whose pages stay locked
+// until then.
+func (h *handle) appendAt(off int64) (int64, error) {
+	st, err := h.file.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if st.Size != off {
+		id, from := uint64(h.node.id), min(off, st.Size)
+		if h.direct {
+			h.node.fsys.server.InodeNotify(id, -1, 0)
+		} else {
+			go h.node.fsys.server.InodeNotify(id, from, 0)
+		}
+	}
+	return st.Size, nil
 }
 
 // writer is whose write this is: the caller's, or the opener's for

@@ -145,6 +145,9 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	// Without FOPEN_DIRECT_IO the kernel takes a short read for the end
 	// of the file: a request that reaches the wait cap goes whole.
 	h.sh.Whole = !h.direct
+	// With the write cache the kernel keeps the file's size and computes
+	// the offsets of appends itself (its writes come back at offsets).
+	h.append = flags&syscall.O_APPEND != 0 && !f.opts.WriteCache
 	h.splice = flags&syscall.O_DIRECT == 0 && !file.Mirrored()
 	if f.opts.WriteCache && !h.direct && !h.pass && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		h.cachedW = true
@@ -161,8 +164,10 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 // flags. With the write cache the kernel reads the pages a write() fills
 // in part through whichever handle writes, so a write-only open opens
 // the backing file for reading too (the caller cannot read(2) it: the
-// kernel checks its own open's mode).
+// kernel checks its own open's mode). O_APPEND is left out: writes come
+// with their offsets (see handle.appendAt).
 func (f *FS) backingFlags(flags uint32) uint32 {
+	flags &^= syscall.O_APPEND
 	if f.opts.WriteCache && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
 		return flags&^syscall.O_ACCMODE | syscall.O_RDWR
 	}
@@ -170,16 +175,22 @@ func (f *FS) backingFlags(flags uint32) uint32 {
 }
 
 // backingOpen runs open with the backing flags for a FUSE open with
-// flags, then with flags themselves if the backing file system refuses
+// flags; with the caller's access mode if the backing file system refuses
 // the wider open (a file the caller may write but not read, created as
-// the caller).
+// the caller); and with O_APPEND if it refuses a write without it (an
+// append-only file), unless the kernel's write cache, which writes pages
+// back at their offsets, takes the writes.
 func (f *FS) backingOpen(flags uint32, open func(flags uint32) error) error {
-	if b := f.backingFlags(flags); b != flags {
-		if err := open(b); !errors.Is(err, syscall.EACCES) {
-			return err
-		}
+	b := f.backingFlags(flags)
+	err := open(b)
+	if mode := flags & syscall.O_ACCMODE; errors.Is(err, syscall.EACCES) && b&syscall.O_ACCMODE != mode {
+		b = b&^syscall.O_ACCMODE | mode
+		err = open(b)
 	}
-	return open(flags)
+	if errors.Is(err, syscall.EPERM) && flags&syscall.O_APPEND != 0 && !f.opts.WriteCache {
+		err = open(b | syscall.O_APPEND)
+	}
+	return err
 }
 
 // cachedWritesPaced reports whether an open with flags by the limited
