@@ -65,6 +65,13 @@ type Options struct {
 	// MaxOpen bounds the directories kept open between operations (see
 	// backing.LocalOptions). The default is 1024.
 	MaxOpen int
+	// GroupMaxOpen bounds the files and directories one group holds open
+	// through the mount at once, each holding descriptors of the daemon
+	// until it is closed: at the bound the group's opens fail with
+	// EMFILE, while other groups' go on. The default, 0, is a quarter of
+	// the descriptor limit (RLIMIT_NOFILE, raised to its hard limit at
+	// mount).
+	GroupMaxOpen int
 	// MapDirty bounds the dirty pages the kernel keeps of this mount's
 	// files (the mount's max_bytes in /sys/class/bdi, kernel 6.2+): those
 	// written through shared mappings and, with WriteCache, by write(). A
@@ -212,6 +219,9 @@ func Mount(opts Options) (*FS, error) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return nil, fmt.Errorf("FUSE is unavailable: %v (load the fuse module and install fuse3)", err)
 	}
+	if opts.GroupMaxOpen < 0 {
+		return nil, fmt.Errorf("GroupMaxOpen %d: want 0 (a quarter of the descriptor limit) or more", opts.GroupMaxOpen)
+	}
 	raiseNoFile()
 	eopts := opts.Options
 	if eopts.Dying == nil {
@@ -285,7 +295,8 @@ func Mount(opts Options) (*FS, error) {
 	if !opts.Passthrough {
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
-	server, err := fuse.NewServer(&raw{RawFileSystem: fuse.NewDefaultRawFileSystem(), f: f}, opts.Mountpoint, &mo)
+	fs := quotaRaw{&raw{RawFileSystem: fuse.NewDefaultRawFileSystem(), f: f}, newOpenQuota(groupMaxOpen(opts.GroupMaxOpen))}
+	server, err := fuse.NewServer(fs, opts.Mountpoint, &mo)
 	if err != nil {
 		f.tree.Close()
 		eng.Close()

@@ -93,6 +93,7 @@ type mountOpts struct {
 	maxWait    string
 	allow      bool
 	maxOpen    int
+	groupOpen  int
 	mapDirty   string
 	writeCache bool
 	cacheMode  string
@@ -127,6 +128,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.DurationVar(&o.burst, "burst", o.burst, "idle credit a group may bank, as time at its rate (0: none)")
 	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request; then it is answered with what is ready (a short read or write), at least one page forced into debt that later requests pay; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
 	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
+	fs.IntVar(&o.groupOpen, "group-max-open", 0, "files and directories one group may hold open through the mount; at it, the group's opens fail with EMFILE while other groups' go on (0: a quarter of the daemon's descriptor limit)")
 	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
 	fs.StringVar(&o.cacheMode, "cache-mode", o.cacheMode, fmt.Sprintf("how limited groups' files are served: direct (every read() and write() reaches sluice; its readahead sized to the group's budget), kernel (the kernel's page cache serves what it holds; sluice paces the reads it sends), auto (kernel for groups whose read limits are at least %s and %d IOPS, direct below)", group.FormatSize(stack.KernelCacheBPS), stack.KernelCacheIOPS))
 	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, fmt.Sprintf("dirty pages the kernel may keep of the mount's files (written through shared mappings, and with --write-cache by write()); a limited group's mmap writer runs ahead of its limit by about this much before it is paced (auto: %s, or %s with --write-cache; kernel: the kernel's own bound, 1%% of its dirty limit)", group.FormatSize(fsys.DefaultMapDirty), group.FormatSize(fsys.DefaultWriteCacheDirty)))
@@ -469,6 +471,10 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 		return opts, usagef("--max-open %d: want at least 16", o.maxOpen)
 	}
 	opts.MaxOpen = o.maxOpen
+	if o.groupOpen < 0 {
+		return opts, usagef("--group-max-open %d: want 0 (a quarter of the descriptor limit) or more", o.groupOpen)
+	}
+	opts.GroupMaxOpen = o.groupOpen
 	if o.metricsTimeout <= 0 {
 		return opts, usagef("--metrics-timeout %v: want a duration above 0, such as 10s", o.metricsTimeout)
 	}
