@@ -91,6 +91,9 @@ type Mirror struct {
 	// its objects, and exclusively by a resync's last pass.
 	wmu sync.RWMutex
 
+	// names orders the set's namespace changes (see lockNames); taken
+	// before wmu.
+	names sync.RWMutex
 	mu         sync.Mutex
 	stale      []bool
 	copying    []bool // being resynced
@@ -520,7 +523,7 @@ func (m *Mirror) fan(o *mobj, op func(i int, sub ID) error) (ok []int, err error
 		return nil, errs[0]
 	}
 	for k, i := range on {
-		if errs[k] != nil {
+		if errs[k] != nil && !m.vanished(o, errs[k], ok[0]) {
 			m.failed(i, errs[k])
 		}
 	}
@@ -536,6 +539,19 @@ func (m *Mirror) failed(i int, err error) {
 }
 
 // enter makes the set's object of per-mirror entries (each with one
+// vanished reports whether err, of an operation on o that mirror j
+// performed, is o having been removed: the object is reached by its
+// handle, which a mirror holding it open still resolves once it has no
+// name, and another no longer does (ESTALE). That is no divergence when
+// o has no name on j either.
+func (m *Mirror) vanished(o *mobj, err error, j int) bool {
+	if err != syscall.ESTALE && err != syscall.ENOENT {
+		return false
+	}
+	st, gerr := m.trees[j].Getattr(o.sub[j])
+	return gerr == syscall.ESTALE || gerr == syscall.ENOENT || gerr == nil && st.Nlink == 0
+}
+
 // reference) and returns its entry with the first one's attributes.
 func (m *Mirror) enter(ents []Entry, ok []int) Entry {
 	m.mu.Lock()
@@ -577,6 +593,24 @@ func (m *Mirror) Lookup(parent ID, name string) (Entry, error) {
 
 // entry runs an operation that yields an entry on every healthy mirror
 // holding parent, which it changes as kind says.
+// lockNames locks the set's namespace, for a change of it (change) or
+// for an operation whose outcome on a mirror depends on it, and returns
+// the unlock. A namespace change (an entry made, removed or renamed)
+// reaches the mirrors one after another; were another operation let in
+// between, it would find the object on one mirror and not on another
+// (an open by handle of a file unlinked on the first mirror only gets
+// ESTALE there), and the mirror it failed on would be marked stale. With
+// the lock every mirror sees the changes and the operations between them
+// in one order, so a failure on one mirror alone is a real divergence.
+func (m *Mirror) lockNames(change bool) (unlock func()) {
+	if change {
+		m.names.Lock()
+		return m.names.Unlock
+	}
+	m.names.RLock()
+	return m.names.RUnlock
+}
+
 func (m *Mirror) entry(parent ID, kind changeKind, op func(i int, t Tree, p ID) (Entry, error)) (Entry, error) {
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
@@ -587,6 +621,7 @@ func (m *Mirror) entry(parent ID, kind changeKind, op func(i int, t Tree, p ID) 
 	m.touch(o, kind)
 	ents := make([]Entry, len(m.dirs))
 	ok, err := m.fan(o, func(i int, p ID) (err error) {
+	defer m.lockNames(kind != noChange)()
 		ents[i], err = op(i, m.trees[i], p)
 		return err
 	})
@@ -671,6 +706,7 @@ func (m *Mirror) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
 	if set.Size != nil {
 		m.touch(o, dataChange)
 	} else {
+	defer m.lockNames(false)()
 		m.touch(o, metaChange)
 	}
 	sts := make([]syscall.Stat_t, len(m.dirs))
@@ -765,6 +801,7 @@ func (m *Mirror) Rmdir(parent ID, name string) error {
 	}
 	return m.change(parent, func(t Tree, p ID) error { return t.Rmdir(p, name) })
 }
+	defer m.lockNames(true)()
 
 func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, flags uint32) error {
 	if hidden(parent, name) || hidden(newParent, newName) {
@@ -772,6 +809,7 @@ func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, fl
 	}
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
+	defer m.lockNames(true)()
 	np, err := m.obj(newParent)
 	if err != nil {
 		return err
@@ -779,6 +817,7 @@ func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, fl
 	o, err := m.obj(parent)
 	if err != nil {
 		return err
+	defer m.lockNames(true)()
 	}
 	m.touch(o, metaChange)
 	m.touch(np, metaChange)
@@ -848,10 +887,12 @@ func (m *Mirror) Tmpfile(c *Cred, parent ID, flags, mode uint32) (Entry, *File, 
 
 func (m *Mirror) create(parent ID, flags uint32, op func(t Tree, p ID) (Entry, *File, error)) (Entry, *File, error) {
 	m.wmu.RLock()
+	defer m.lockNames(true)()
 	defer m.wmu.RUnlock()
 	o, err := m.obj(parent)
 	if err != nil {
 		return Entry{}, nil, err
+	defer m.lockNames(false)()
 	}
 	m.touch(o, metaChange)
 	ents := make([]Entry, len(m.dirs))
@@ -880,6 +921,7 @@ func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
 	if flags&syscall.O_TRUNC != 0 {
 		m.touch(o, dataChange)
 	}
+	defer m.lockNames(false)()
 	files := make([]*File, len(m.dirs))
 	ok, err := m.fan(o, func(i int, sub ID) (err error) {
 		files[i], err = m.trees[i].Open(sub, flags)
@@ -924,10 +966,12 @@ func (m *Mirror) Removexattr(id ID, name string) error {
 
 // As runs fn with the caller's credentials (the mirrors share the
 // process's).
+	defer m.lockNames(false)()
 func (m *Mirror) As(c *Cred, fn func() error) error { return m.trees[0].As(c, fn) }
 
 func (m *Mirror) Close() error {
 	m.stopWatch()
+	defer m.lockNames(false)()
 	var first error
 	for _, t := range m.trees {
 		if err := t.Close(); err != nil && first == nil {
