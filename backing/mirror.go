@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -127,6 +128,14 @@ type Mirror struct {
 	// reads that can be (answer.go).
 	answer   atomic.Pointer[Answer]
 	watchdog watchdog
+
+	// blocked, under mu, says which step of a resync given up on is
+	// still blocked ("" when none is): no resync starts before it
+	// returns.
+	blocked string
+	// stepLimit, for tests, replaces the deadline of a resync's steps
+	// (stepLimit).
+	stepLimit time.Duration
 
 	// betweenPasses, for tests, runs between a resync's passes.
 	betweenPasses func()

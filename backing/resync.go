@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +26,13 @@ const Resyncing = "resyncing"
 // first; then each resynced mirror is opened for every object and file
 // in use and read and written again. It returns once the mirrors are
 // healthy, or with the first error (the mirrors then stay stale).
+//
+// The copy opens nothing it could block on (a FIFO swapped in for a file
+// is not opened for reading, and is skipped when it keeps changing), and
+// each of its steps (a system call on one object, a chunk of a file, a
+// lock awaited) has a deadline, a minute by default: a step still blocked
+// then fails the resync. The step is left to return on its own, and no
+// resync starts before it has.
 func (m *Mirror) Resync(rate int64) error {
 	targets, err := m.beginResync()
 	if err != nil {
@@ -59,6 +67,9 @@ func (m *Mirror) beginResync() ([]int, error) {
 	if m.resyncing {
 		return nil, errors.New("a resync is already running")
 	}
+	if m.blocked != "" {
+		return nil, fmt.Errorf("the last resync gave up on a step still blocked (%s): no resync starts before it returns", m.blocked)
+	}
 	var targets []int
 	for i, s := range m.stale {
 		if s {
@@ -77,14 +88,10 @@ func (m *Mirror) beginResync() ([]int, error) {
 }
 
 func (m *Mirror) resync(targets []int, rate int64) (err error) {
-	// Record every change of the set from here on, for the last pass: no
-	// change is under way while tracking begins.
-	m.wmu.Lock()
-	m.mu.Lock()
-	src := m.live[0]
-	m.tracking, m.tracked, m.moved, m.wholeTree, m.trackSrc = true, map[*mobj]*change{}, nil, false, src
-	m.mu.Unlock()
-	m.wmu.Unlock()
+	s := &steps{m: m, limit: m.stepLimit}
+	if s.limit <= 0 {
+		s.limit = stepLimit
+	}
 	defer func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -99,18 +106,33 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 			m.log("%v", err)
 		}
 	}()
-	p := &pacer{rate: rate, start: time.Now()}
+	// Record every change of the set from here on, for the last pass: no
+	// change is under way while tracking begins.
+	if !lockWithin(&m.wmu, s.limit) {
+		return fmt.Errorf("resync: the changes under way did not end within %v", s.limit)
+	}
+	m.mu.Lock()
+	src := m.live[0]
+	m.tracking, m.tracked, m.moved, m.wholeTree, m.trackSrc = true, map[*mobj]*change{}, nil, false, src
+	m.mu.Unlock()
+	m.wmu.Unlock()
+	p := &pacer{rate: rate, start: time.Now(), pause: s.pause}
 	for _, i := range targets {
-		if err := m.prune(src, i); err != nil {
-			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
-		}
-		if err := m.copyTree(src, i, p, nil, true); err != nil {
+		err := s.do(m.dirs[i], func() error {
+			if err := m.prune(src, i, s); err != nil {
+				return err
+			}
+			return m.copyTree(src, i, p, nil, true, s)
+		}, nil)
+		if err != nil {
 			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
 		}
 	}
 	// Hold off every change of the set, copy what changed meanwhile, and
 	// bring the mirrors back.
-	m.wmu.Lock()
+	if !lockWithin(&m.wmu, s.limit) {
+		return fmt.Errorf("resync: the changes under way did not end within %v", s.limit)
+	}
 	defer m.wmu.Unlock()
 	p.rate = 0
 	p.entries = 0
@@ -127,13 +149,16 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 		}
 	}
 	for _, i := range targets {
-		err := errWholeTree
-		if !whole {
-			err = m.copyChanges(src, i, p, changes, written)
-		}
-		if err == errWholeTree {
-			err = m.copyTree(src, i, p, written, false)
-		}
+		err := s.do(m.dirs[i], func() error {
+			err := errWholeTree
+			if !whole {
+				err = m.copyChanges(src, i, p, changes, written, s)
+			}
+			if err == errWholeTree {
+				err = m.copyTree(src, i, p, written, false, s)
+			}
+			return err
+		}, nil)
 		if err != nil {
 			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
 		}
@@ -142,9 +167,15 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	m.lastPass = p.entries
 	m.mu.Unlock()
 	for _, i := range targets {
-		if err := m.revive(src, i); err != nil {
+		var rv *revival
+		err := s.do(m.dirs[i], func() (err error) {
+			rv, err = m.prepareRevive(src, i, s)
+			return err
+		}, func() { rv.undo(m, i) })
+		if err != nil {
 			return fmt.Errorf("resync of %s: %v", m.dirs[i], err)
 		}
+		m.commitRevive(src, i, rv)
 	}
 	return nil
 }
@@ -212,16 +243,19 @@ func (m *Mirror) changes(src int) (out []pathChange, whole bool) {
 // new one copied whole), each changed object's attributes, and the
 // content of each file written (whatever its size and time). It returns
 // errWholeTree when dst lacks a directory that the changes assume.
-func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange, written map[string]bool) error {
+func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange, written map[string]bool, s *steps) error {
 	sroot, droot, err := m.openRoots(src, dst)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(sroot)
 	defer unix.Close(droot)
-	c := &copier{m: m, dst: dst, p: p, links: map[devIno]string{}, rootD: droot, pruned: true,
+	c := &copier{m: m, src: src, dst: dst, p: p, s: s, links: map[devIno]string{}, rootD: droot, pruned: true,
 		compared: map[string]bool{}, written: written}
 	for _, ch := range changes {
+		if err := s.step(ch.path); err != nil {
+			return err
+		}
 		if ch.path == "/" {
 			c.compared[""] = true
 			if err := c.dir(sroot, droot, "", true); err != nil {
@@ -260,10 +294,10 @@ func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange, writt
 
 // openRoots opens the root directories of mirrors src and dst.
 func (m *Mirror) openRoots(src, dst int) (sfd, dfd int, err error) {
-	if sfd, err = unix.Open(m.dirs[src], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+	if sfd, err = unix.Open(m.dirs[src], dirFlags, 0); err != nil {
 		return -1, -1, err
 	}
-	if dfd, err = unix.Open(m.dirs[dst], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+	if dfd, err = unix.Open(m.dirs[dst], dirFlags, 0); err != nil {
 		unix.Close(sfd)
 		return -1, -1, err
 	}
@@ -281,9 +315,13 @@ func openBeneath(root int, rel string) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
-	return unix.Openat2(root, rel, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH})
+	return unix.Openat2(root, rel, &unix.OpenHow{Flags: dirFlags, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH})
 }
+
+// How a resync opens a directory: never through a symlink, and never
+// waiting (O_NONBLOCK: what is there now is not a directory it could wait
+// on, but the flag costs nothing).
+const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
 
 // pacer bounds the copy rate, and counts the objects compared.
 type pacer struct {
@@ -291,6 +329,7 @@ type pacer struct {
 	start   time.Time
 	copied  int64
 	entries int
+	pause   func(until time.Time) // told before each sleep
 }
 
 func (p *pacer) pay(n int64) {
@@ -300,6 +339,9 @@ func (p *pacer) pay(n int64) {
 	}
 	due := p.start.Add(time.Duration(float64(p.copied) / float64(p.rate) * float64(time.Second)))
 	if d := time.Until(due); d > 0 {
+		if p.pause != nil {
+			p.pause(due)
+		}
 		time.Sleep(d)
 	}
 }
@@ -307,23 +349,24 @@ func (p *pacer) pay(n int64) {
 // copyTree makes mirror dst's tree equal to mirror src's, walking both by
 // descriptor (never through a symlink). busy says the set's changes run
 // meanwhile (a resync's first pass).
-func (m *Mirror) copyTree(src, dst int, p *pacer, written map[string]bool, busy bool) error {
+func (m *Mirror) copyTree(src, dst int, p *pacer, written map[string]bool, busy bool, s *steps) error {
 	sfd, dfd, err := m.openRoots(src, dst)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(sfd)
 	defer unix.Close(dfd)
-	c := &copier{m: m, dst: dst, p: p, links: map[devIno]string{}, rootD: dfd, written: written, busy: busy}
+	c := &copier{m: m, src: src, dst: dst, p: p, s: s, links: map[devIno]string{}, rootD: dfd, written: written, busy: busy}
 	return c.dir(sfd, dfd, "", true)
 }
 
 type copier struct {
-	m     *Mirror
-	dst   int
-	p     *pacer
-	links map[devIno]string // source file with several links -> its first path in dst
-	rootD int
+	m        *Mirror
+	src, dst int
+	p        *pacer
+	s        *steps
+	links    map[devIno]string // source file with several links -> its first path in dst
+	rootD    int
 	// pruned: a resync's last pass, which compares a directory present
 	// in both mirrors only when it changed (see copyChanges); then inside
 	// says the next entry is a changed object.
@@ -348,6 +391,9 @@ func names(fd int) ([]string, error) {
 
 // dir makes directory dfd equal to sfd (rel is its path in the tree).
 func (c *copier) dir(sfd, dfd int, rel string, root bool) error {
+	if err := c.s.step(rel + "/"); err != nil {
+		return err
+	}
 	snames, err := names(sfd)
 	if err != nil {
 		return err
@@ -364,6 +410,9 @@ func (c *copier) dir(sfd, dfd int, rel string, root bool) error {
 	for _, name := range dnames {
 		if root && IsStateFile(name) || keep[name] {
 			continue
+		}
+		if err := c.s.step(rel + "/" + name); err != nil {
+			return err
 		}
 		if err := removeAll(dfd, name); err != nil {
 			return err
@@ -383,17 +432,20 @@ func (c *copier) dir(sfd, dfd int, rel string, root bool) error {
 // prune removes from mirror dst's tree, before a resync copies anything
 // to it, what mirror src's lacks or holds as another type: what that
 // frees makes room for the copies, whichever directories they go to.
-func (m *Mirror) prune(src, dst int) error {
+func (m *Mirror) prune(src, dst int, s *steps) error {
 	sfd, dfd, err := m.openRoots(src, dst)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(sfd)
 	defer unix.Close(dfd)
-	return pruneDir(sfd, dfd, true)
+	return pruneDir(sfd, dfd, "", s)
 }
 
-func pruneDir(sfd, dfd int, root bool) error {
+func pruneDir(sfd, dfd int, rel string, s *steps) error {
+	if err := s.step(rel + "/"); err != nil {
+		return err
+	}
 	stypes, err := types(sfd)
 	if err != nil {
 		return err
@@ -403,8 +455,11 @@ func pruneDir(sfd, dfd int, root bool) error {
 		return err
 	}
 	for name, dt := range dtypes {
-		if root && IsStateFile(name) {
+		if rel == "" && IsStateFile(name) {
 			continue
+		}
+		if err := s.step(rel + "/" + name); err != nil {
+			return err
 		}
 		st, ok := stypes[name]
 		if !ok || st != dt {
@@ -418,19 +473,19 @@ func pruneDir(sfd, dfd int, root bool) error {
 		}
 		// The set's changes run meanwhile: a source directory gone or
 		// replaced since is left to the copy.
-		s, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		sd, err := unix.Openat(sfd, name, dirFlags, 0)
 		if noDir(err) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		d, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		d, err := unix.Openat(dfd, name, dirFlags, 0)
 		if err == nil {
-			err = pruneDir(s, d, false)
+			err = pruneDir(sd, d, rel+"/"+name, s)
 			unix.Close(d)
 		}
-		unix.Close(s)
+		unix.Close(sd)
 		if err != nil {
 			return err
 		}
@@ -465,16 +520,68 @@ func lstatAt(fd int, name string) (st unix.Stat_t, err error) {
 
 // entry makes name in dfd equal to name in sfd. An object renamed or
 // removed meanwhile in a busy pass is left to the last pass, which holds
-// the set's changes off and sees where it ended.
+// the set's changes off and sees where it ended. One replaced by another
+// between its lstat and its open (swapped with a rename, in the mirror
+// itself or through the set) is compared again, and left as dst has it
+// when it keeps changing.
 func (c *copier) entry(sfd, dfd int, name, rel string) error {
-	err := c.copyEntry(sfd, dfd, name, rel)
-	if c.busy && noDir(err) {
-		return nil
+	for try := 1; ; try++ {
+		err := c.copyEntry(sfd, dfd, name, rel)
+		if c.busy && noDir(err) {
+			return nil
+		}
+		if err != errSwapped {
+			return err
+		}
+		if try == swapTries {
+			c.m.log("resync of %s: %s was replaced %d times while being copied: left as it was", c.m.dirs[c.dst], rel, try)
+			return nil
+		}
 	}
-	return err
+}
+
+// errSwapped says the object opened is not the one an lstat found: another
+// was renamed into its place meanwhile.
+var errSwapped = errors.New("replaced while being copied")
+
+// swapTries is how often entry compares an object that keeps being
+// replaced.
+const swapTries = 3
+
+// sameObject reports whether fd is the object st describes: ErrSwapped
+// when another was renamed into its place since.
+func sameObject(fd int, st *unix.Stat_t) error {
+	var now unix.Stat_t
+	if err := unix.Fstat(fd, &now); err != nil {
+		return err
+	}
+	if now.Mode&syscall.S_IFMT != st.Mode&syscall.S_IFMT || now.Ino != st.Ino || now.Dev != st.Dev {
+		return errSwapped
+	}
+	return nil
+}
+
+// openSame opens name in dirfd with flags, never waiting, and checks that
+// it is the object st describes.
+func openSame(dirfd int, name string, flags int, st *unix.Stat_t) (int, error) {
+	fd, err := unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO):
+		return -1, errSwapped // not of the type flags open
+	case err != nil:
+		return -1, err
+	}
+	if err := sameObject(fd, st); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
+	if err := c.s.step(rel); err != nil {
+		return err
+	}
 	c.p.entries++
 	st, err := lstatAt(sfd, name)
 	if errors.Is(err, syscall.ENOENT) {
@@ -515,12 +622,12 @@ func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
 		if c.pruned {
 			c.compared[rel] = true
 		}
-		s, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		s, err := openSame(sfd, name, unix.O_RDONLY|unix.O_DIRECTORY, &st)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(s)
-		d, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		d, err := unix.Openat(dfd, name, dirFlags, 0)
 		if err != nil {
 			return err
 		}
@@ -568,6 +675,9 @@ func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
 		return c.file(sfd, dfd, name, rel, &st, missing || force || dt.Size != st.Size || dt.Mtim != st.Mtim)
 	case syscall.S_IFLNK:
 		target, err := readlinkAt(sfd, name)
+		if errors.Is(err, syscall.EINVAL) {
+			return errSwapped // no longer a symlink
+		}
 		if err != nil {
 			return err
 		}
@@ -590,6 +700,12 @@ func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
 			}
 			missing = true
 		}
+		// O_PATH: a FIFO or a device is not opened for I/O.
+		sp, err := openSame(sfd, name, unix.O_PATH, &st)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(sp)
 		if missing {
 			if err := unix.Mknodat(dfd, name, st.Mode, int(st.Rdev)); err != nil {
 				return err
@@ -600,11 +716,6 @@ func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
 			return err
 		}
 		defer unix.Close(fd)
-		sp, err := unix.Openat(sfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(sp)
 		return copyMeta(sp, fd, &st)
 	}
 }
@@ -612,12 +723,12 @@ func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
 // file copies a regular file's content when changed, then its metadata.
 // A write that falls short (a mirror without room) fails the copy.
 func (c *copier) file(sfd, dfd int, name, rel string, st *unix.Stat_t, changed bool) error {
-	s, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	s, err := c.openSource(sfd, name, rel, st)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(s)
-	flags := unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	flags := unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
 	if changed {
 		flags |= unix.O_CREAT | unix.O_TRUNC
 	}
@@ -632,6 +743,9 @@ func (c *copier) file(sfd, dfd int, name, rel string, st *unix.Stat_t, changed b
 		buf := make([]byte, 1<<20)
 		var off int64
 		for off < st.Size {
+			if err := c.s.step(rel); err != nil {
+				return err
+			}
 			n, err := unix.Pread(s, buf[:min(int64(len(buf)), st.Size-off)], off)
 			if err != nil {
 				return err
@@ -651,12 +765,40 @@ func (c *copier) file(sfd, dfd int, name, rel string, st *unix.Stat_t, changed b
 		if err := unix.Ftruncate(d, off); err != nil {
 			return fmt.Errorf("copying %s: %v", rel, err)
 		}
+		// Flushing what was written may take a while: the step's
+		// deadline grows by a second for each syncRate bytes.
+		if err := c.s.step(rel); err != nil {
+			return err
+		}
+		c.s.pause(time.Now().Add(time.Duration(off / syncRate * int64(time.Second))))
 		if err := unix.Fsync(d); err != nil {
 			return fmt.Errorf("copying %s: %v", rel, err)
 		}
 	}
 	return copyMeta(s, d, st)
 }
+
+// openSource opens regular file name in sfd for reading, without waiting:
+// errSwapped when it is not the file st describes. A file that cannot be
+// opened without waiting (a lease held on it, being broken) is tried
+// again for a second before the copy fails.
+func (c *copier) openSource(sfd int, name, rel string, st *unix.Stat_t) (int, error) {
+	wait := 10 * time.Millisecond
+	for waited := time.Duration(0); ; waited += wait {
+		fd, err := openSame(sfd, name, unix.O_RDONLY, st)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return fd, err
+		}
+		if waited >= time.Second {
+			return -1, fmt.Errorf("opening %s: %v", rel, err)
+		}
+		time.Sleep(wait)
+	}
+}
+
+// syncRate is the slowest rate, in bytes a second, at which a resync's
+// flush of a file it wrote is not taken for blocked.
+const syncRate = 16 << 20
 
 // pwriteAll writes all of b at off, or says how much it wrote and why it
 // stopped: a write that falls short with no error is retried from where
@@ -787,17 +929,25 @@ func removeAll(dfd int, name string) error {
 	return unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
 }
 
-// revive gives every object and open file of the set its counterpart in
-// mirror dst (equal to src now) and returns dst to service. Called with
-// the set's changes held off.
-func (m *Mirror) revive(src, dst int) error {
+// revival is what prepareRevive readies for commitRevive: the
+// counterparts in mirror dst of the set's objects and open files.
+type revival struct {
+	subs     map[ID]ID  // the set's object -> its counterpart in dst
+	opened   []*File    // files opened in dst ...
+	openedIn []*fileSet // ... for these open files of the set
+}
+
+// prepareRevive finds in mirror dst (equal to src now) a counterpart of
+// every object and open file of the set. Called with the set's changes
+// held off.
+func (m *Mirror) prepareRevive(src, dst int, s *steps) (*revival, error) {
 	st, ok := m.trees[src].(*Local)
 	if !ok {
-		return errors.New("the source mirror cannot name its objects")
+		return nil, errors.New("the source mirror cannot name its objects")
 	}
 	root, err := st.path(RootID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m.mu.Lock()
 	objs := make(map[ID]*mobj, len(m.objs))
@@ -809,7 +959,7 @@ func (m *Mirror) revive(src, dst int) error {
 		files = append(files, s)
 	}
 	m.mu.Unlock()
-	subs := map[ID]ID{} // the set's object -> its counterpart in dst
+	rv := &revival{subs: map[ID]ID{}}
 	for id, o := range objs {
 		if id == RootID || o.sub[src] == 0 {
 			continue
@@ -822,43 +972,62 @@ func (m *Mirror) revive(src, dst int) error {
 		if !ok {
 			continue
 		}
-		if sub, err := m.walk(dst, rel); err == nil {
-			subs[id] = sub
+		if err := s.step(rel); err != nil {
+			rv.undo(m, dst)
+			return nil, err
 		}
-	}
-	undo := func() {
-		for _, sub := range subs {
-			m.trees[dst].Forget(sub, 1)
+		if sub, err := m.walk(dst, rel); err == nil {
+			rv.subs[id] = sub
 		}
 	}
 	ids := make(map[*mobj]ID, len(objs))
 	for id, o := range objs {
 		ids[o] = id
 	}
-	var opened []*File
-	var openedIn []*fileSet
-	for _, s := range files {
-		if s.files[dst] != nil || s.obj == nil {
+	for _, fs := range files {
+		if fs.files[dst] != nil || fs.obj == nil {
 			continue
 		}
-		sub := subs[ids[s.obj]]
+		sub := rv.subs[ids[fs.obj]]
 		if sub == 0 {
 			continue // an unnamed file: dst has no counterpart
 		}
-		f, err := m.trees[dst].Open(sub, s.flags)
-		if err != nil {
-			for _, f := range opened {
-				f.Close()
-			}
-			undo()
-			return fmt.Errorf("reopening a file in use: %v", err)
+		if err := s.step("an open file"); err != nil {
+			rv.undo(m, dst)
+			return nil, err
 		}
-		opened = append(opened, f)
-		openedIn = append(openedIn, s)
+		f, err := m.trees[dst].Open(sub, fs.flags)
+		if err != nil {
+			rv.undo(m, dst)
+			return nil, fmt.Errorf("reopening a file in use: %v", err)
+		}
+		rv.opened = append(rv.opened, f)
+		rv.openedIn = append(rv.openedIn, fs)
 	}
+	return rv, nil
+}
+
+// undo lets go of what prepareRevive readied in mirror dst.
+func (rv *revival) undo(m *Mirror, dst int) {
+	if rv == nil {
+		return
+	}
+	for _, f := range rv.opened {
+		f.Close()
+	}
+	for _, sub := range rv.subs {
+		m.trees[dst].Forget(sub, 1)
+	}
+	rv.opened, rv.openedIn, rv.subs = nil, nil, nil
+}
+
+// commitRevive gives every object and open file of the set its
+// counterpart in mirror dst, as prepareRevive found them, and returns dst
+// to service. Called with the set's changes held off.
+func (m *Mirror) commitRevive(src, dst int, rv *revival) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for id, sub := range subs {
+	for id, sub := range rv.subs {
 		o := m.objs[id]
 		if o == nil || o.sub[dst] == sub {
 			m.trees[dst].Forget(sub, 1) // gone, or held already
@@ -876,14 +1045,146 @@ func (m *Mirror) revive(src, dst int) error {
 		o.sub[dst] = sub
 		m.keys[dst][sub] = id
 	}
-	for k, s := range openedIn {
-		s.files[dst] = opened[k]
+	for k, fs := range rv.openedIn {
+		fs.files[dst] = rv.opened[k]
 	}
 	m.stale[dst] = false
 	m.relive()
 	m.saveState()
 	m.log("mirror %s is healthy again: resynced from %s", m.dirs[dst], m.dirs[src])
+}
+
+// stepLimit is how long one step of a resync may take by default (see
+// Mirror.Resync).
+const stepLimit = time.Minute
+
+// steps runs a resync's work on goroutines of their own and watches it
+// step by step: a step under way for longer than limit fails the resync,
+// whose goroutine (holding the set's locks) stops waiting for it. What
+// the step was blocked in is left to return on its own; the work stops at
+// its next step, and Mirror.blocked keeps other resyncs off until then.
+type steps struct {
+	m     *Mirror
+	limit time.Duration
+
+	mu      sync.Mutex
+	what    string    // the step under way: the path it works on
+	since   time.Time // when it began; for a pause, when the pause ends
+	running bool      // a job runs
+	gaveUp  bool      // the resync gave up on it: it stops at its next step
+}
+
+// errGaveUp stops a job the resync gave up on.
+var errGaveUp = errors.New("the resync gave up on this step")
+
+// step marks the start of a step on what (a path); it fails once the
+// resync gave up on the job.
+func (s *steps) step(what string) error {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gaveUp {
+		return errGaveUp
+	}
+	s.what, s.since = what, now
 	return nil
+}
+
+// pause says the job waits on purpose until t (pacing, a flush given
+// time): the step's deadline counts from then.
+func (s *steps) pause(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.since = t
+}
+
+// do runs job on a goroutine of its own and returns its error, or an
+// error saying which step blocked once one has been under way for longer
+// than the limit. Then discard, when not nil, runs on the job's goroutine
+// once the job returns: what the job made is not used.
+func (s *steps) do(what string, job func() error, discard func()) error {
+	s.mu.Lock()
+	s.what, s.since, s.running = what, time.Now(), true
+	s.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		err := job()
+		s.mu.Lock()
+		s.running = false
+		gaveUp := s.gaveUp
+		s.mu.Unlock()
+		if gaveUp {
+			if discard != nil {
+				discard()
+			}
+			s.m.mu.Lock()
+			s.m.blocked = ""
+			s.m.mu.Unlock()
+		}
+		done <- err
+	}()
+	t := time.NewTimer(s.limit)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+		}
+		s.mu.Lock()
+		if !s.running {
+			s.mu.Unlock()
+			return <-done
+		}
+		if left := time.Until(s.since.Add(s.limit)); left > 0 {
+			s.mu.Unlock()
+			t.Reset(left)
+			continue
+		}
+		s.gaveUp = true
+		msg := fmt.Sprintf("a step on %s blocked for more than %v", s.what, s.limit)
+		s.m.mu.Lock()
+		s.m.blocked = msg
+		s.m.mu.Unlock()
+		s.mu.Unlock()
+		return errors.New(msg)
+	}
+}
+
+// lockWithin locks l for writing, or gives up after d; it reports whether
+// it locked it. A lock given up on is released as soon as it is taken.
+func lockWithin(l *sync.RWMutex, d time.Duration) bool {
+	if l.TryLock() {
+		return true
+	}
+	var mu sync.Mutex
+	got, late := make(chan struct{}), false
+	go func() {
+		l.Lock()
+		mu.Lock()
+		defer mu.Unlock()
+		if late {
+			l.Unlock()
+			return
+		}
+		close(got)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-got:
+		return true
+	case <-t.C:
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case <-got:
+		return true
+	default:
+		late = true
+		return false
+	}
 }
 
 // walk looks up the path rel (from the root) in mirror i and returns its

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -270,4 +272,107 @@ func staleSet(t *testing.T, dirs []string) *Mirror {
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// TestResyncStepDeadline: a step of a resync that blocks (here the copy of
+// one file, held in the first pass; or the wait for a change under way)
+// fails the resync within its deadline, leaving the mirror stale and
+// saying which step blocked; no resync starts while that step is still
+// blocked, and one started once it has returned makes the mirror equal.
+func TestResyncStepDeadline(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: the set creates objects with the caller's credentials, which needs root")
+	}
+	const limit = 300 * time.Millisecond
+	t.Run("copy", func(t *testing.T) {
+		dirs := mirrorDirs(t, 2, nil)
+		for _, name := range []string{"a", "b", "c"} {
+			if err := os.WriteFile(filepath.Join(dirs[0], name), []byte(name), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := staleSet(t, dirs)
+		m.stepLimit = limit
+		hold := make(chan struct{})
+		var once sync.Once
+		m.afterLstat = func(rel string) {
+			if rel == "/b" {
+				once.Do(func() { <-hold })
+			}
+		}
+		start := time.Now()
+		err := resyncWithin(t, m, 10*time.Second, func() { close(hold) })
+		if err == nil || !strings.Contains(err.Error(), "a step on /b blocked for more than") {
+			t.Fatalf("resync with the copy of /b blocked: %v; want it to fail naming /b", err)
+		}
+		if d := time.Since(start); d > limit+2*time.Second {
+			t.Errorf("the resync failed %v after it began; want about %v", d, limit)
+		}
+		if s := m.Stats(); s[1].State != Stale {
+			t.Errorf("mirror 1 is %s after the failed resync; want stale", s[1].State)
+		}
+		if last := m.LastResync(); !strings.Contains(last, "blocked") {
+			t.Errorf("LastResync is %q; want the step that blocked", last)
+		}
+		if err := m.Resync(0); err == nil || !strings.Contains(err.Error(), "still blocked") {
+			t.Errorf("a resync while the step is still blocked: %v; want it refused", err)
+		}
+		close(hold)
+		waitUnblocked(t, m)
+		if err := m.Resync(0); err != nil {
+			t.Fatalf("resync once the step returned: %v", err)
+		}
+		treetest.Same(t, dirs[0], dirs[1], StateFile)
+	})
+	t.Run("change under way", func(t *testing.T) {
+		dirs := mirrorDirs(t, 2, map[string]string{"a": "a"})
+		m := staleSet(t, dirs)
+		m.stepLimit = limit
+		m.wmu.RLock() // a change that does not end
+		err := resyncWithin(t, m, 10*time.Second, m.wmu.RUnlock)
+		if err == nil || !strings.Contains(err.Error(), "did not end within") {
+			t.Fatalf("resync with a change under way throughout: %v; want it to fail", err)
+		}
+		if s := m.Stats(); s[1].State != Stale {
+			t.Errorf("mirror 1 is %s after the failed resync; want stale", s[1].State)
+		}
+		m.wmu.RUnlock()
+		if err := m.Resync(0); err != nil {
+			t.Fatalf("resync once the change ended: %v", err)
+		}
+		treetest.Same(t, dirs[0], dirs[1], StateFile)
+	})
+}
+
+// resyncWithin runs m.Resync and returns its error, failing the test when
+// it has not returned after d: then release runs, and it waits for it.
+func resyncWithin(t *testing.T, m *Mirror, d time.Duration, release func()) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- m.Resync(0) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		release()
+		err := <-done
+		t.Fatalf("the resync had not returned after %v (once released: %v)", d, err)
+		return nil
+	}
+}
+
+// waitUnblocked waits until no step of a resync given up on is blocked.
+func waitUnblocked(t *testing.T, m *Mirror) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		m.mu.Lock()
+		b := m.blocked
+		m.mu.Unlock()
+		if b == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the step given up on is still blocked: %s", b)
+		}
+	}
 }

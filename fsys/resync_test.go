@@ -2,13 +2,17 @@ package fsys
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -155,4 +159,126 @@ func TestResyncNoRoom(t *testing.T) {
 		}
 		treetest.Same(t, dirs[0], dirs[1], backing.StateFile)
 	})
+}
+
+// TestResyncFIFOSwap: a tenant swapping regular files and FIFOs (renameat2
+// RENAME_EXCHANGE, in a loop, in a directory of its own in the healthy
+// mirror) throughout resyncs cannot block them: each ends within seconds,
+// leaving no goroutine behind, and the next is not told that one is
+// running. A resync that opened a FIFO swapped in after its lstat
+// blocked for good in one of a few resyncs.
+func TestResyncFIFOSwap(t *testing.T) {
+	needFUSE(t)
+	dirs, mnt := resyncPair(t, 0)
+	faults := newFaults(2)
+	f, unmount := serve(t, mirrorOpts(dirs, mnt, "adaptive", faults))
+	defer unmount()
+	const pairs = 32
+	asTenant(t, "mkdir pub/t", func() error { return os.Mkdir(filepath.Join(mnt, "pub", "t"), 0o755) })
+	own := filepath.Join(dirs[0], "pub", "t") // the tenant's directory, in the healthy mirror
+	asTenant(t, "make the files and FIFOs", func() error {
+		for k := range pairs {
+			if err := os.WriteFile(filepath.Join(own, fmt.Sprint("f", k)), bytes.Repeat([]byte("f"), 4096), 0o644); err != nil {
+				return err
+			}
+			if err := unix.Mkfifo(filepath.Join(own, fmt.Sprint("p", k)), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var stop atomic.Bool
+	swapped := make(chan int)
+	go runAs(tenant, func() {
+		n := 0
+		defer func() { swapped <- n }()
+		d, err := unix.Open(own, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return
+		}
+		defer unix.Close(d)
+		for k := 0; !stop.Load(); k = (k + 1) % pairs {
+			if unix.Renameat2(d, fmt.Sprint("f", k), d, fmt.Sprint("p", k), unix.RENAME_EXCHANGE) == nil {
+				n++
+			}
+		}
+	})
+	stopped := false
+	stopSwaps := func() int {
+		if stopped {
+			return 0
+		}
+		stopped = true
+		stop.Store(true)
+		return <-swapped
+	}
+	defer stopSwaps()
+	// Releases a resync blocked opening one of the FIFOs, as a writer
+	// opening it does.
+	release := func() {
+		for k := range pairs {
+			for _, name := range []string{"f", "p"} {
+				if fd, err := unix.Open(filepath.Join(own, fmt.Sprint(name, k)), unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+					unix.Close(fd)
+				}
+			}
+		}
+	}
+	const rounds = 8
+	var took []time.Duration
+	for r := range rounds {
+		makeStale(t, f, mnt, faults)
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- f.Mirrors().Resync(0) }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			states, next := stateOf(t, f), f.Mirrors().StartResync(0)
+			stopSwaps()
+			stacks := resyncStacks()
+			release()
+			t.Errorf("resync %d of %d still runs after 10 s of FIFO swaps: mirror states %v; a next resync: %v; its goroutines:\n%s",
+				r+1, rounds, states, next, stacks)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+			}
+			return
+		}
+		took = append(took, time.Since(start).Round(time.Millisecond))
+		if err != nil {
+			t.Errorf("resync %d with the tenant swapping: %v", r+1, err)
+		} else if s := stateOf(t, f); s[1] != backing.Healthy {
+			t.Errorf("mirror states %v after resync %d", s, r+1)
+		}
+		if s := resyncStacks(); s != "" {
+			stopSwaps()
+			release()
+			t.Fatalf("goroutines of resync %d left after it ended:\n%s", r+1, s)
+		}
+		if err := f.Mirrors().StartResync(0); err != nil && strings.Contains(err.Error(), "already running") {
+			t.Errorf("a resync after resync %d ended: %v", r+1, err)
+		}
+	}
+	n := stopSwaps()
+	t.Logf("%d resyncs took %v, with %d swaps meanwhile", rounds, took, n)
+	if n == 0 {
+		t.Fatal("the tenant swapped nothing: the test did not test")
+	}
+}
+
+// resyncStacks returns the stacks of the goroutines running a resync's
+// code, "" when none is.
+func resyncStacks() string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "backing.(*copier)") || strings.Contains(g, "backing.(*Mirror).resync") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
