@@ -539,15 +539,6 @@ func (m *Mirror) fan(o *mobj, op func(i int, sub ID) error) (ok []int, err error
 	return ok, nil
 }
 
-// failed counts a failure of mirror i and marks it stale.
-func (m *Mirror) failed(i int, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stats[i].Errors++
-	m.markStaleLocked(i, err)
-}
-
-// enter makes the set's object of per-mirror entries (each with one
 // vanished reports whether err, of an operation on o that mirror j
 // performed, is o having been removed: the object is reached by its
 // handle, which a mirror holding it open still resolves once it has no
@@ -561,6 +552,15 @@ func (m *Mirror) vanished(o *mobj, err error, j int) bool {
 	return gerr == syscall.ESTALE || gerr == syscall.ENOENT || gerr == nil && st.Nlink == 0
 }
 
+// failed counts a failure of mirror i and marks it stale.
+func (m *Mirror) failed(i int, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stats[i].Errors++
+	m.markStaleLocked(i, err)
+}
+
+// enter makes the set's object of per-mirror entries (each with one
 // reference) and returns its entry with the first one's attributes.
 func (m *Mirror) enter(ents []Entry, ok []int) Entry {
 	m.mu.Lock()
@@ -593,15 +593,6 @@ func (m *Mirror) enter(ents []Entry, ok []int) Entry {
 	return Entry{ID: id, Attr: ents[ok[0]].Attr}
 }
 
-func (m *Mirror) Lookup(parent ID, name string) (Entry, error) {
-	if hidden(parent, name) {
-		return Entry{}, syscall.ENOENT
-	}
-	return m.entry(parent, noChange, func(i int, t Tree, p ID) (Entry, error) { return t.Lookup(p, name) })
-}
-
-// entry runs an operation that yields an entry on every healthy mirror
-// holding parent, which it changes as kind says.
 // lockNames locks the set's namespace, for a change of it (change) or
 // for an operation whose outcome on a mirror depends on it, and returns
 // the unlock. A namespace change (an entry made, removed or renamed)
@@ -620,7 +611,17 @@ func (m *Mirror) lockNames(change bool) (unlock func()) {
 	return m.names.RUnlock
 }
 
+func (m *Mirror) Lookup(parent ID, name string) (Entry, error) {
+	if hidden(parent, name) {
+		return Entry{}, syscall.ENOENT
+	}
+	return m.entry(parent, noChange, func(i int, t Tree, p ID) (Entry, error) { return t.Lookup(p, name) })
+}
+
+// entry runs an operation that yields an entry on every healthy mirror
+// holding parent, which it changes as kind says.
 func (m *Mirror) entry(parent ID, kind changeKind, op func(i int, t Tree, p ID) (Entry, error)) (Entry, error) {
+	defer m.lockNames(kind != noChange)()
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
 	o, err := m.obj(parent)
@@ -630,7 +631,6 @@ func (m *Mirror) entry(parent ID, kind changeKind, op func(i int, t Tree, p ID) 
 	m.touch(o, kind)
 	ents := make([]Entry, len(m.dirs))
 	ok, err := m.fan(o, func(i int, p ID) (err error) {
-	defer m.lockNames(kind != noChange)()
 		ents[i], err = op(i, m.trees[i], p)
 		return err
 	})
@@ -706,6 +706,7 @@ func (m *Mirror) Getattr(id ID) (st syscall.Stat_t, err error) {
 }
 
 func (m *Mirror) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
+	defer m.lockNames(false)()
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
 	o, err := m.obj(id)
@@ -715,7 +716,6 @@ func (m *Mirror) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
 	if set.Size != nil {
 		m.touch(o, dataChange)
 	} else {
-	defer m.lockNames(false)()
 		m.touch(o, metaChange)
 	}
 	sts := make([]syscall.Stat_t, len(m.dirs))
@@ -801,6 +801,7 @@ func (m *Mirror) Unlink(parent ID, name string) error {
 	if hidden(parent, name) {
 		return syscall.ENOENT
 	}
+	defer m.lockNames(true)()
 	return m.change(parent, func(t Tree, p ID) error { return t.Unlink(p, name) })
 }
 
@@ -808,17 +809,17 @@ func (m *Mirror) Rmdir(parent ID, name string) error {
 	if hidden(parent, name) {
 		return syscall.ENOENT
 	}
+	defer m.lockNames(true)()
 	return m.change(parent, func(t Tree, p ID) error { return t.Rmdir(p, name) })
 }
-	defer m.lockNames(true)()
 
 func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, flags uint32) error {
 	if hidden(parent, name) || hidden(newParent, newName) {
 		return syscall.EPERM
 	}
+	defer m.lockNames(true)()
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
-	defer m.lockNames(true)()
 	np, err := m.obj(newParent)
 	if err != nil {
 		return err
@@ -826,7 +827,6 @@ func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, fl
 	o, err := m.obj(parent)
 	if err != nil {
 		return err
-	defer m.lockNames(true)()
 	}
 	m.touch(o, metaChange)
 	m.touch(np, metaChange)
@@ -887,21 +887,21 @@ func (m *Mirror) Create(c *Cred, parent ID, name string, flags, mode uint32) (En
 	if hidden(parent, name) {
 		return Entry{}, nil, syscall.EPERM
 	}
+	defer m.lockNames(true)()
 	return m.create(parent, flags, func(t Tree, p ID) (Entry, *File, error) { return t.Create(c, p, name, flags, mode) })
 }
 
 func (m *Mirror) Tmpfile(c *Cred, parent ID, flags, mode uint32) (Entry, *File, error) {
+	defer m.lockNames(false)()
 	return m.create(parent, flags, func(t Tree, p ID) (Entry, *File, error) { return t.Tmpfile(c, p, flags, mode) })
 }
 
 func (m *Mirror) create(parent ID, flags uint32, op func(t Tree, p ID) (Entry, *File, error)) (Entry, *File, error) {
 	m.wmu.RLock()
-	defer m.lockNames(true)()
 	defer m.wmu.RUnlock()
 	o, err := m.obj(parent)
 	if err != nil {
 		return Entry{}, nil, err
-	defer m.lockNames(false)()
 	}
 	m.touch(o, metaChange)
 	ents := make([]Entry, len(m.dirs))
@@ -921,6 +921,7 @@ func (m *Mirror) create(parent ID, flags uint32, op func(t Tree, p ID) (Entry, *
 }
 
 func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
+	defer m.lockNames(false)()
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
 	o, err := m.obj(id)
@@ -930,7 +931,6 @@ func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
 	if flags&syscall.O_TRUNC != 0 {
 		m.touch(o, dataChange)
 	}
-	defer m.lockNames(false)()
 	files := make([]*File, len(m.dirs))
 	ok, err := m.fan(o, func(i int, sub ID) (err error) {
 		files[i], err = m.trees[i].Open(sub, flags)
@@ -966,21 +966,21 @@ func (m *Mirror) Listxattr(id ID, dest []byte) (n int, err error) {
 }
 
 func (m *Mirror) Setxattr(id ID, name string, data []byte, flags int) error {
+	defer m.lockNames(false)()
 	return m.change(id, func(t Tree, sub ID) error { return t.Setxattr(sub, name, data, flags) })
 }
 
 func (m *Mirror) Removexattr(id ID, name string) error {
+	defer m.lockNames(false)()
 	return m.change(id, func(t Tree, sub ID) error { return t.Removexattr(sub, name) })
 }
 
 // As runs fn with the caller's credentials (the mirrors share the
 // process's).
-	defer m.lockNames(false)()
 func (m *Mirror) As(c *Cred, fn func() error) error { return m.trees[0].As(c, fn) }
 
 func (m *Mirror) Close() error {
 	m.stopWatch()
-	defer m.lockNames(false)()
 	var first error
 	for _, t := range m.trees {
 		if err := t.Close(); err != nil && first == nil {
