@@ -87,14 +87,22 @@ type Mirror struct {
 	self  []string // each mirror's identity, from its StateFile
 	now   func() int64
 	log   func(string, ...any)
+	// faults, for tests and fault drills, per mirror (nil entries for
+	// none): a resync's copy consults them too.
+	faults []*Faults
 
 	// wmu is held shared by every operation that changes the set or
 	// its objects, and exclusively by a resync's last pass.
 	wmu sync.RWMutex
+	// omu is held shared by every operation that makes or opens the
+	// set's objects or files, or closes its files, and exclusively while
+	// a resync finds the resynced mirrors' counterparts of them all
+	// (after wmu: lookups and opens need not wait for a resync's copy).
+	omu sync.RWMutex
 
 	// names orders the set's namespace changes (see lockNames); taken
 	// before wmu.
-	names sync.RWMutex
+	names      sync.RWMutex
 	mu         sync.Mutex
 	stale      []bool
 	copying    []bool // being resynced
@@ -241,7 +249,7 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 		opts.Log = func(string, ...any) {}
 	}
 	m := &Mirror{
-		dirs: dirs, now: opts.Now, log: opts.Log, name: opts.Policy,
+		dirs: dirs, now: opts.Now, log: opts.Log, name: opts.Policy, faults: opts.Faults,
 		stale: make([]bool, len(dirs)), copying: make([]bool, len(dirs)),
 		open:   map[*fileSet]struct{}{},
 		stats:  make([]MirrorStats, len(dirs)),
@@ -622,8 +630,12 @@ func (m *Mirror) Lookup(parent ID, name string) (Entry, error) {
 // holding parent, which it changes as kind says.
 func (m *Mirror) entry(parent ID, kind changeKind, op func(i int, t Tree, p ID) (Entry, error)) (Entry, error) {
 	defer m.lockNames(kind != noChange)()
-	m.wmu.RLock()
-	defer m.wmu.RUnlock()
+	if kind != noChange {
+		m.wmu.RLock()
+		defer m.wmu.RUnlock()
+	}
+	m.omu.RLock()
+	defer m.omu.RUnlock()
 	o, err := m.obj(parent)
 	if err != nil {
 		return Entry{}, err
@@ -899,6 +911,8 @@ func (m *Mirror) Tmpfile(c *Cred, parent ID, flags, mode uint32) (Entry, *File, 
 func (m *Mirror) create(parent ID, flags uint32, op func(t Tree, p ID) (Entry, *File, error)) (Entry, *File, error) {
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
+	m.omu.RLock()
+	defer m.omu.RUnlock()
 	o, err := m.obj(parent)
 	if err != nil {
 		return Entry{}, nil, err
@@ -922,8 +936,12 @@ func (m *Mirror) create(parent ID, flags uint32, op func(t Tree, p ID) (Entry, *
 
 func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
 	defer m.lockNames(false)()
-	m.wmu.RLock()
-	defer m.wmu.RUnlock()
+	if flags&syscall.O_TRUNC != 0 {
+		m.wmu.RLock()
+		defer m.wmu.RUnlock()
+	}
+	m.omu.RLock()
+	defer m.omu.RUnlock()
 	o, err := m.obj(id)
 	if err != nil {
 		return nil, err
@@ -1008,8 +1026,8 @@ type fileSet struct {
 // close closes every mirror's file and forgets the set; with reads still
 // in flight, the last of them closes the files.
 func (s *fileSet) close() error {
-	s.m.wmu.RLock()
-	defer s.m.wmu.RUnlock()
+	s.m.omu.RLock()
+	defer s.m.omu.RUnlock()
 	s.m.mu.Lock()
 	delete(s.m.open, s)
 	s.closing = true
@@ -1052,8 +1070,10 @@ func (m *Mirror) decay(i int, now, d int64) {
 // mirror's file and sorts out the outcome as fan does.
 func (s *fileSet) each(kind changeKind, op func(f *File) error) error {
 	m := s.m
-	m.wmu.RLock()
-	defer m.wmu.RUnlock()
+	if kind != noChange {
+		m.wmu.RLock()
+		defer m.wmu.RUnlock()
+	}
 	m.touch(s.obj, kind)
 	m.mu.Lock()
 	var on []int

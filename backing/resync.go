@@ -21,11 +21,14 @@ const Resyncing = "resyncing"
 // returns them to service, copying at most rate bytes a second (0: no
 // bound). The mount keeps serving meanwhile from the healthy mirrors: a
 // first pass removes what the healthy mirror lacks (making room), then
-// copies everything that differs, with no lock held; a second
-// pass, with the set's changes held off, copies what changed during the
-// first; then each resynced mirror is opened for every object and file
-// in use and read and written again. It returns once the mirrors are
-// healthy, or with the first error (the mirrors then stay stale).
+// copies everything that differs, with no lock held. Each later pass
+// copies what the set changed since the pass before: with the changes
+// let through, as the first, while files of more than lastPassBytes in
+// all were written (up to maxPasses passes); the last with the set's
+// changes held off (lookups, opens and reads go on). Then each resynced
+// mirror is opened for every object and file in use and read and
+// written again. It returns once the mirrors are healthy, or with the
+// first error (the mirrors then stay stale).
 //
 // The copy opens nothing it could block on (a FIFO swapped in for a file
 // is not opened for reading, and is skipped when it keeps changing), and
@@ -106,8 +109,8 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 			m.log("%v", err)
 		}
 	}()
-	// Record every change of the set from here on, for the last pass: no
-	// change is under way while tracking begins.
+	// Record every change of the set from here on, for the passes after
+	// the first: no change is under way while tracking begins.
 	if !lockWithin(&m.wmu, s.limit) {
 		return fmt.Errorf("resync: the changes under way did not end within %v", s.limit)
 	}
@@ -128,37 +131,67 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
 		}
 	}
-	// Hold off every change of the set, copy what changed meanwhile, and
-	// bring the mirrors back.
-	if !lockWithin(&m.wmu, s.limit) {
-		return fmt.Errorf("resync: the changes under way did not end within %v", s.limit)
-	}
-	defer m.wmu.Unlock()
-	p.rate = 0
-	p.entries = 0
 	if m.betweenPasses != nil {
-		m.wmu.Unlock()
 		m.betweenPasses()
-		m.wmu.Lock()
 	}
-	changes, whole := m.changes(src)
-	written := map[string]bool{} // files written: copied whatever their size and time
-	for _, ch := range changes {
-		if ch.kind == dataChange {
-			written[ch.path] = true
+	for pass := 2; ; pass++ {
+		// What changed since the pass before, taken with the set's
+		// changes held off a moment.
+		if !lockWithin(&m.wmu, s.limit) {
+			return fmt.Errorf("resync: the changes under way did not end within %v", s.limit)
 		}
-	}
-	for _, i := range targets {
-		err := s.do(m.dirs[i], func() error {
-			err := errWholeTree
-			if !whole {
-				err = m.copyChanges(src, i, p, changes, written, s)
+		changes, whole := m.changes(src)
+		written := map[string]bool{} // files written: copied whatever their size and time
+		for _, ch := range changes {
+			if ch.kind == dataChange {
+				written[ch.path] = true
 			}
-			if err == errWholeTree {
-				err = m.copyTree(src, i, p, written, false, s)
-			}
+		}
+		var size int64
+		err := s.do(m.dirs[src], func() (err error) {
+			size, err = m.sizeOf(src, written, s)
 			return err
 		}, nil)
+		if err != nil {
+			m.wmu.Unlock()
+			return fmt.Errorf("resync from %s: %v", m.dirs[src], err)
+		}
+		if size <= lastPassBytes || pass == maxPasses {
+			err := m.finish(src, targets, p, changes, whole, written, s)
+			m.wmu.Unlock()
+			return err
+		}
+		// Much to copy: copy it with the changes let through, and take
+		// those made meanwhile next.
+		m.mu.Lock()
+		m.tracked, m.moved, m.wholeTree = map[*mobj]*change{}, nil, false
+		m.mu.Unlock()
+		m.wmu.Unlock()
+		for _, i := range targets {
+			err := s.do(m.dirs[i], func() error { return m.copyChanged(src, i, p, changes, whole, written, true, s) }, nil)
+			if err != nil {
+				return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
+			}
+		}
+	}
+}
+
+// A resync's passes after the first copy what changed since the pass
+// before; the last holds the set's changes off while it does. Passes
+// with the changes let through come first while the files written since
+// hold more than lastPassBytes in all, up to maxPasses passes.
+const (
+	lastPassBytes = 4 << 20
+	maxPasses     = 5
+)
+
+// finish copies what changed, with the set's changes held off (wmu held
+// by the caller), and brings the mirrors back.
+func (m *Mirror) finish(src int, targets []int, p *pacer, changes []pathChange, whole bool, written map[string]bool, s *steps) error {
+	p.rate = 0
+	p.entries = 0
+	for _, i := range targets {
+		err := s.do(m.dirs[i], func() error { return m.copyChanged(src, i, p, changes, whole, written, false, s) }, nil)
 		if err != nil {
 			return fmt.Errorf("resync of %s from %s: %v", m.dirs[i], m.dirs[src], err)
 		}
@@ -166,6 +199,12 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	m.mu.Lock()
 	m.lastPass = p.entries
 	m.mu.Unlock()
+	// The operations that make, open or close the set's objects and
+	// files wait while the resynced mirrors' counterparts are found.
+	if !lockWithin(&m.omu, s.limit) {
+		return fmt.Errorf("resync: the opens under way did not end within %v", s.limit)
+	}
+	defer m.omu.Unlock()
 	for _, i := range targets {
 		var rv *revival
 		err := s.do(m.dirs[i], func() (err error) {
@@ -180,6 +219,46 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	return nil
 }
 
+// copyChanged makes what changed in mirror src equal in mirror dst: the
+// changes one by one, or the whole tree when whole says so or they cannot
+// be copied one by one. busy says the set's changes run meanwhile.
+func (m *Mirror) copyChanged(src, dst int, p *pacer, changes []pathChange, whole bool, written map[string]bool, busy bool, s *steps) error {
+	err := errWholeTree
+	if !whole {
+		err = m.copyChanges(src, dst, p, changes, written, busy, s)
+	}
+	if err == errWholeTree {
+		err = m.copyTree(src, dst, p, written, busy, s)
+	}
+	return err
+}
+
+// sizeOf is how many bytes the regular files at paths hold in mirror src.
+func (m *Mirror) sizeOf(src int, paths map[string]bool, s *steps) (int64, error) {
+	root, err := unix.Open(m.dirs[src], dirFlags, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(root)
+	var total int64
+	for rel := range paths {
+		if err := s.step(rel); err != nil {
+			return 0, err
+		}
+		fd, err := unix.Openat2(root, strings.TrimPrefix(rel, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH})
+		if err != nil {
+			continue // gone: nothing to copy
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			total += st.Size
+		}
+		unix.Close(fd)
+	}
+	return total, nil
+}
+
 // errWholeTree says the last pass must walk the whole tree: what changed
 // cannot be copied object by object.
 var errWholeTree = errors.New("the whole tree must be compared")
@@ -190,10 +269,10 @@ type pathChange struct {
 	kind changeKind
 }
 
-// changes lists the objects the set changed since the resync began, by
-// their paths in mirror src, parents before children; whole says the last
-// pass must walk the whole tree instead (see Mirror.wholeTree). Called
-// with the set's changes held off.
+// changes lists the objects the set changed since the resync began (or
+// since the pass before took them), by their paths in mirror src, parents
+// before children; whole says the pass must walk the whole tree instead
+// (see Mirror.wholeTree). Called with the set's changes held off.
 func (m *Mirror) changes(src int) (out []pathChange, whole bool) {
 	m.mu.Lock()
 	whole = m.wholeTree
@@ -232,18 +311,22 @@ func (m *Mirror) changes(src int) (out []pathChange, whole bool) {
 		if d := depth(a.path) - depth(b.path); d != 0 {
 			return d
 		}
-		return strings.Compare(a.path, b.path)
+		if c := strings.Compare(a.path, b.path); c != 0 {
+			return c
+		}
+		return int(a.kind) - int(b.kind)
 	})
-	return out, whole
+	return slices.Compact(out), whole // the same rename made again, once
 }
 
-// copyChanges makes what changed in mirror src since the resync began
+// copyChanges makes what changed in mirror src since the pass before
 // equal in mirror dst: the entries of each changed directory (a
 // subdirectory whose modification time differs is compared in turn, a
 // new one copied whole), each changed object's attributes, and the
 // content of each file written (whatever its size and time). It returns
-// errWholeTree when dst lacks a directory that the changes assume.
-func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange, written map[string]bool, s *steps) error {
+// errWholeTree when dst lacks a directory that the changes assume. busy
+// says the set's changes run meanwhile.
+func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange, written map[string]bool, busy bool, s *steps) error {
 	sroot, droot, err := m.openRoots(src, dst)
 	if err != nil {
 		return err
@@ -251,7 +334,7 @@ func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange, writt
 	defer unix.Close(sroot)
 	defer unix.Close(droot)
 	c := &copier{m: m, src: src, dst: dst, p: p, s: s, links: map[devIno]string{}, rootD: droot, pruned: true,
-		compared: map[string]bool{}, written: written}
+		compared: map[string]bool{}, written: written, busy: busy}
 	for _, ch := range changes {
 		if err := s.step(ch.path); err != nil {
 			return err
@@ -367,9 +450,9 @@ type copier struct {
 	s        *steps
 	links    map[devIno]string // source file with several links -> its first path in dst
 	rootD    int
-	// pruned: a resync's last pass, which compares a directory present
-	// in both mirrors only when it changed (see copyChanges); then inside
-	// says the next entry is a changed object.
+	// pruned: a resync's pass after the first, which compares a
+	// directory present in both mirrors only when it changed (see
+	// copyChanges); then inside says the next entry is a changed object.
 	pruned, inside bool
 	whole          bool            // in the pruned pass: compare every directory below, whatever its time
 	compared       map[string]bool // directories whose entries the pruned pass compared
@@ -519,8 +602,8 @@ func lstatAt(fd int, name string) (st unix.Stat_t, err error) {
 }
 
 // entry makes name in dfd equal to name in sfd. An object renamed or
-// removed meanwhile in a busy pass is left to the last pass, which holds
-// the set's changes off and sees where it ended. One replaced by another
+// removed meanwhile in a busy pass is left to the next pass, which sees
+// where it ended (the last holds the set's changes off). One replaced by another
 // between its lstat and its open (swapped with a rename, in the mirror
 // itself or through the set) is compared again, and left as dst has it
 // when it keeps changing.
@@ -655,7 +738,7 @@ func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
 				}
 				// Its first name went meanwhile (and was not copied):
 				// this one is copied, and is the first from now on. Had
-				// it stayed uncopied, a directory the last pass does
+				// it stayed uncopied, a directory the next passes do
 				// not compare would lack it.
 			}
 			c.links[key] = rel
@@ -746,12 +829,18 @@ func (c *copier) file(sfd, dfd int, name, rel string, st *unix.Stat_t, changed b
 			if err := c.s.step(rel); err != nil {
 				return err
 			}
+			if err := c.fault(c.src, (*Faults).read); err != nil {
+				return fmt.Errorf("copying %s: %v", rel, err)
+			}
 			n, err := unix.Pread(s, buf[:min(int64(len(buf)), st.Size-off)], off)
 			if err != nil {
 				return err
 			}
 			if n == 0 {
 				break
+			}
+			if err := c.fault(c.dst, (*Faults).write); err != nil {
+				return fmt.Errorf("copying %s: %v", rel, err)
 			}
 			if w, err := pwriteAll(d, buf[:n], off); err != nil {
 				return fmt.Errorf("copying %s: %v at byte %d of %d", rel, err, off+int64(w), st.Size)
@@ -776,6 +865,15 @@ func (c *copier) file(sfd, dfd int, name, rel string, st *unix.Stat_t, changed b
 		}
 	}
 	return copyMeta(s, d, st)
+}
+
+// fault injects into a read of mirror i's disk (op (*Faults).read) or a
+// write to it ((*Faults).write) what MirrorOptions.Faults hold for it.
+func (c *copier) fault(i int, op func(*Faults) error) error {
+	if i >= len(c.m.faults) || c.m.faults[i] == nil {
+		return nil
+	}
+	return op(c.m.faults[i])
 }
 
 // openSource opens regular file name in sfd for reading, without waiting:

@@ -2,6 +2,7 @@ package fsys
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -53,11 +54,11 @@ func resyncPair(t *testing.T, small int64) (dirs []string, mnt string) {
 // randomBytes returns n bytes from a source seeded with seed.
 func randomBytes(n int, seed uint64) []byte {
 	r := rand.New(rand.NewPCG(seed, 11))
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
+	b := make([]byte, n+7)
+	for i := 0; i < n; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], r.Uint64())
 	}
-	return b
+	return b[:n]
 }
 
 // asTenant runs fn as the tenant uid and fails the test with its error.
@@ -281,4 +282,181 @@ func resyncStacks() string {
 		}
 	}
 	return strings.Join(out, "\n\n")
+}
+
+// TestResyncCopyUnfrozen: while a resync copies what the set changed
+// during its first pass, a tenant's lookup and open of another file
+// through the mount complete, whether the copy runs with the set's changes
+// let through (a large file, 64 MiB: then the tenant's write to another
+// file completes too) or held off (what is left once little changed: then
+// that write waits for the copy). The copy is held, by a fault injected
+// into the resynced mirror's writes, until the tenant's lookup and open
+// have returned or 5 s have passed.
+func TestResyncCopyUnfrozen(t *testing.T) {
+	needFUSE(t)
+	t.Run("large file", func(t *testing.T) { resyncCopyUnfrozen(t, "big", false) })
+	t.Run("last pass", func(t *testing.T) { resyncCopyUnfrozen(t, "small", true) })
+}
+
+// resyncCopyUnfrozen runs TestResyncCopyUnfrozen, the file the tenant
+// writes during the first pass named name; last says its copy is the last
+// pass's, which holds the set's changes off.
+func resyncCopyUnfrozen(t *testing.T, name string, last bool) {
+	dirs, mnt := resyncPair(t, 0)
+	// The same in both mirrors, times included: the first pass copies
+	// none of them, and none is looked up through the mount before the
+	// copy is held.
+	sizes := map[string]int{"big": 64 << 20, "small": 1 << 20, "u1": 4096, "u2": 4096}
+	when := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	for n, size := range sizes {
+		b := randomBytes(size, uint64(len(n)))
+		for _, d := range dirs {
+			p := filepath.Join(d, "pub", n)
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			os.Chown(p, tenant, tenant)
+			os.Chtimes(p, when, when)
+		}
+	}
+	faults := newFaults(2)
+	f, unmount := serve(t, mirrorOpts(dirs, mnt, "adaptive", faults))
+	defer unmount()
+	makeStale(t, f, mnt, faults)
+	m := f.Mirrors()
+
+	// The first pass is held copying pub/a, which mirror 1 missed, while
+	// the tenant writes to the file: its copy comes after the first pass.
+	faults[1].SetWrite(time.Minute, nil)
+	defer faults[1].SetWrite(0, nil)
+	if err := m.StartResync(0); err != nil {
+		t.Fatal(err)
+	}
+	copyHeld(t, m, 0)
+	asTenant(t, "write pub/"+name, func() error {
+		p := filepath.Join(mnt, "pub", name)
+		w, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		if _, err := w.WriteAt([]byte("changed during the first pass"), 0); err != nil {
+			w.Close()
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+		// Its time as the first pass would find it unchanged.
+		return os.Chtimes(p, when, when)
+	})
+	// Lets pub/a through and holds the next write: the copy of the file.
+	faults[1].SetWrite(time.Minute, nil)
+	copyHeld(t, m, 1)
+
+	// Runs fn as the tenant and sends its error, saying how long it took.
+	timed := func(what string, fn func() error) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			start := time.Now()
+			var err error
+			runAs(tenant, func() { err = fn() })
+			if err == nil {
+				err = fmt.Errorf("%s took %v", what, time.Since(start))
+			} else {
+				err = fmt.Errorf("%s: %w", what, err)
+			}
+			done <- err
+		}()
+		return done
+	}
+	ok := func(err error) bool { return err != nil && strings.Contains(err.Error(), " took ") }
+	opened := timed("lookup and open of pub/u1", func() error {
+		r, err := os.Open(filepath.Join(mnt, "pub", "u1"))
+		if err == nil {
+			err = r.Close()
+		}
+		return err
+	})
+	wrote := timed("write of pub/u2", func() error {
+		return os.WriteFile(filepath.Join(mnt, "pub", "u2"), []byte("written while the copy is held"), 0o644)
+	})
+	timeout := time.After(5 * time.Second)
+	select {
+	case err := <-opened:
+		if !ok(err) {
+			t.Errorf("as uid %d while the copy of pub/%s is held: %v", tenant, name, err)
+		}
+		t.Logf("as uid %d while the copy of pub/%s is held: %v", tenant, name, err)
+	case <-timeout:
+		faults[1].SetWrite(0, nil)
+		t.Fatalf("lookup and open of pub/u1 as uid %d had not completed 5 s into the held copy of pub/%s (once it went on: %v)",
+			tenant, name, <-opened)
+	}
+	if last {
+		select {
+		case err := <-wrote:
+			t.Errorf("as uid %d, while the last pass's copy of pub/%s is held: %v; want the write to wait for it", tenant, name, err)
+			wrote = nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	} else {
+		select {
+		case err := <-wrote:
+			if !ok(err) {
+				t.Errorf("as uid %d while the copy of pub/%s is held: %v", tenant, name, err)
+			}
+			t.Logf("as uid %d while the copy of pub/%s is held: %v", tenant, name, err)
+			wrote = nil
+		case <-timeout:
+			faults[1].SetWrite(0, nil)
+			t.Fatalf("write of pub/u2 as uid %d had not completed 5 s into the held copy of pub/%s (once it went on: %v)",
+				tenant, name, <-wrote)
+		}
+	}
+	if !copyIsHeld() {
+		t.Fatalf("the copy of pub/%s was no longer held: the test did not test", name)
+	}
+	faults[1].SetWrite(0, nil)
+	if wrote != nil {
+		if err := <-wrote; !ok(err) {
+			t.Errorf("as uid %d once the copy went on: %v", tenant, err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); m.LastResync() == ""; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the resync had not ended 30 s after the copy went on")
+		}
+	}
+	if last := m.LastResync(); last != "ok" {
+		t.Fatalf("resync: %s", last)
+	}
+	if s := stateOf(t, f); s[1] != backing.Healthy {
+		t.Fatalf("mirror states %v after the resync", s)
+	}
+	treetest.Same(t, dirs[0], dirs[1], backing.StateFile)
+}
+
+// copyHeld waits until a resync's copy is held in an injected write fault
+// once it has copied at least copied bytes.
+func copyHeld(t *testing.T, m *backing.Mirror, copied int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if m.Stats()[1].Resynced >= copied && copyIsHeld() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no copy held after %d bytes copied (%d now); resync %q", copied, m.Stats()[1].Resynced, m.LastResync())
+		}
+	}
+}
+
+// copyIsHeld reports whether a resync's copy of a file waits in an
+// injected fault.
+func copyIsHeld() bool {
+	for _, g := range strings.Split(resyncStacks(), "\n\n") {
+		if strings.Contains(g, "backing.(*Faults).inject") && strings.Contains(g, "backing.(*copier).file") {
+			return true
+		}
+	}
+	return false
 }
