@@ -149,6 +149,18 @@ func (t *Local) Stats() Stats {
 	return Stats{Objects: len(t.byID), Cached: t.cached, Pinned: t.pinned}
 }
 
+// fileHandle returns the file handle that reaches id, and whether it has
+// one (a file system without handles holds it by an O_PATH descriptor).
+func (t *Local) fileHandle(id ID) (htype int32, h []byte, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	in := t.byID[id]
+	if in == nil || in.handle == nil {
+		return 0, nil, false
+	}
+	return in.htype, in.handle, true
+}
+
 // acquire returns a descriptor of id held until release.
 func (t *Local) acquire(id ID) (*inode, error) {
 	t.mu.Lock()

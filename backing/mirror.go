@@ -99,10 +99,13 @@ type Mirror struct {
 	// a resync finds the resynced mirrors' counterparts of them all
 	// (after wmu: lookups and opens need not wait for a resync's copy).
 	omu sync.RWMutex
-
 	// names orders the set's namespace changes (see lockNames); taken
-	// before wmu.
-	names      sync.RWMutex
+	// after wmu, so that a change waiting for a resync's last pass holds
+	// up no lookup or open, and before omu.
+	names sync.RWMutex
+	// intents records the files being written (IntentFile).
+	intents *intents
+
 	mu         sync.Mutex
 	stale      []bool
 	copying    []bool // being resynced
@@ -281,6 +284,9 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 	if !slices.Contains(m.stale, false) {
 		return nil, fmt.Errorf("every mirror is marked stale in %s: nothing to serve from", StateFile)
 	}
+	if err := m.recoverIntents(); err != nil {
+		return nil, err
+	}
 	if err := m.compare(); err != nil {
 		return nil, err
 	}
@@ -299,6 +305,7 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 	m.mu.Lock()
 	m.relive()
 	m.mu.Unlock()
+	m.intents = newIntents(m)
 	return m, nil
 }
 
@@ -328,18 +335,19 @@ func writeState(dir string, st mirrorState) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, StateFile+".new") // one of IsStateFile's names
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, StateFile))
+	// Through StateFile+".new", one of IsStateFile's names.
+	return writeDurable(dir, StateFile, append(b, '\n'))
 }
 
 // IsStateFile reports whether name, in a mirror's root, is one of the
 // set's own files: StateFile, or the file it is written through before it
 // is renamed into place. Other names, however they begin, are the tree's.
 func IsStateFile(name string) bool {
-	return name == StateFile || name == StateFile+".new"
+	switch name {
+	case StateFile, StateFile + ".new", IntentFile, IntentFile + ".new":
+		return true
+	}
+	return false
 }
 
 // hidden reports whether name in the root is the set's own.
@@ -460,42 +468,49 @@ func (m *Mirror) Stats() []MirrorStats {
 	return out
 }
 
-// markStale marks mirror i stale for err unless it is the last healthy
-// one; it reports whether it did.
-func (m *Mirror) markStale(i int, err error) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.markStaleLocked(i, err)
-}
-
-func (m *Mirror) markStaleLocked(i int, err error) bool {
+// markStaleLocked marks mirror i stale for err unless it is the last
+// healthy one; it reports whether it did, and the error of recording it
+// (saveState): a mark no healthy mirror recorded would be lost by a
+// restart, which would serve the stale mirror again, so the operation
+// that failed on it must fail too. Called with m.mu held.
+func (m *Mirror) markStaleLocked(i int, err error) (bool, error) {
 	if m.stale[i] {
-		return true
+		return true, nil
 	}
 	if len(m.live) <= 1 {
-		return false
+		return false, nil
 	}
 	m.stale[i] = true
 	m.relive()
-	m.saveState()
+	serr := m.saveState()
 	m.log("mirror %s is stale (%v): no more reads or writes go to it", m.dirs[i], err)
-	return true
+	return true, serr
 }
 
 // saveState records which mirrors are stale in every healthy mirror's
-// StateFile. Called with m.mu held.
-func (m *Mirror) saveState() {
+// StateFile. It fails when no healthy mirror recorded it: a restart would
+// then serve a stale mirror again. Called with m.mu held.
+func (m *Mirror) saveState() error {
 	var ids []string
 	for j, s := range m.stale {
 		if s {
 			ids = append(ids, m.self[j])
 		}
 	}
+	var first error
+	saved := false
 	for _, j := range m.live {
 		if werr := writeState(m.dirs[j], mirrorState{ID: m.self[j], Stale: ids}); werr != nil {
 			m.log("mirror %s: recording the set's state: %v", m.dirs[j], werr)
+			first = cmpOr(first, werr)
+			continue
 		}
+		saved = true
 	}
+	if !saved && len(m.live) > 0 {
+		return fmt.Errorf("recording the set's state: %w", first)
+	}
+	return nil
 }
 
 // healthy returns the healthy mirrors holding o, in order.
@@ -541,7 +556,10 @@ func (m *Mirror) fan(o *mobj, op func(i int, sub ID) error) (ok []int, err error
 	}
 	for k, i := range on {
 		if errs[k] != nil && !m.vanished(o, errs[k], ok[0]) {
-			m.failed(i, errs[k])
+			if err := m.failed(i, errs[k]); err != nil {
+				m.log("%v: failing the operation", err)
+				return nil, syscall.EIO
+			}
 		}
 	}
 	return ok, nil
@@ -560,12 +578,14 @@ func (m *Mirror) vanished(o *mobj, err error, j int) bool {
 	return gerr == syscall.ESTALE || gerr == syscall.ENOENT || gerr == nil && st.Nlink == 0
 }
 
-// failed counts a failure of mirror i and marks it stale.
-func (m *Mirror) failed(i int, err error) {
+// failed counts a failure of mirror i and marks it stale. An error says
+// the mark could not be recorded.
+func (m *Mirror) failed(i int, err error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.stats[i].Errors++
-	m.markStaleLocked(i, err)
+	_, serr := m.markStaleLocked(i, err)
+	return serr
 }
 
 // enter makes the set's object of per-mirror entries (each with one
@@ -629,11 +649,11 @@ func (m *Mirror) Lookup(parent ID, name string) (Entry, error) {
 // entry runs an operation that yields an entry on every healthy mirror
 // holding parent, which it changes as kind says.
 func (m *Mirror) entry(parent ID, kind changeKind, op func(i int, t Tree, p ID) (Entry, error)) (Entry, error) {
-	defer m.lockNames(kind != noChange)()
 	if kind != noChange {
 		m.wmu.RLock()
 		defer m.wmu.RUnlock()
 	}
+	defer m.lockNames(kind != noChange)()
 	m.omu.RLock()
 	defer m.omu.RUnlock()
 	o, err := m.obj(parent)
@@ -718,15 +738,22 @@ func (m *Mirror) Getattr(id ID) (st syscall.Stat_t, err error) {
 }
 
 func (m *Mirror) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
-	defer m.lockNames(false)()
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
+	defer m.lockNames(false)()
 	o, err := m.obj(id)
 	if err != nil {
 		return syscall.Stat_t{}, err
 	}
 	if set.Size != nil {
 		m.touch(o, dataChange)
+		if m.intents != nil {
+			end, err := m.intents.begin(o)
+			if err != nil {
+				return syscall.Stat_t{}, syscall.EIO
+			}
+			defer end()
+		}
 	} else {
 		m.touch(o, metaChange)
 	}
@@ -796,10 +823,12 @@ func (m *Mirror) Link(c *Cred, id, parent ID, name string) (Entry, error) {
 	})
 }
 
-// change runs a namespace change on every healthy mirror holding parent.
-func (m *Mirror) change(parent ID, op func(t Tree, p ID) error) error {
+// change runs a change on every healthy mirror holding parent: of its
+// entries when names (see lockNames), else of parent itself.
+func (m *Mirror) change(parent ID, names bool, op func(t Tree, p ID) error) error {
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
+	defer m.lockNames(names)()
 	o, err := m.obj(parent)
 	if err != nil {
 		return err
@@ -813,25 +842,23 @@ func (m *Mirror) Unlink(parent ID, name string) error {
 	if hidden(parent, name) {
 		return syscall.ENOENT
 	}
-	defer m.lockNames(true)()
-	return m.change(parent, func(t Tree, p ID) error { return t.Unlink(p, name) })
+	return m.change(parent, true, func(t Tree, p ID) error { return t.Unlink(p, name) })
 }
 
 func (m *Mirror) Rmdir(parent ID, name string) error {
 	if hidden(parent, name) {
 		return syscall.ENOENT
 	}
-	defer m.lockNames(true)()
-	return m.change(parent, func(t Tree, p ID) error { return t.Rmdir(p, name) })
+	return m.change(parent, true, func(t Tree, p ID) error { return t.Rmdir(p, name) })
 }
 
 func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, flags uint32) error {
 	if hidden(parent, name) || hidden(newParent, newName) {
 		return syscall.EPERM
 	}
-	defer m.lockNames(true)()
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
+	defer m.lockNames(true)()
 	np, err := m.obj(newParent)
 	if err != nil {
 		return err
@@ -899,18 +926,19 @@ func (m *Mirror) Create(c *Cred, parent ID, name string, flags, mode uint32) (En
 	if hidden(parent, name) {
 		return Entry{}, nil, syscall.EPERM
 	}
-	defer m.lockNames(true)()
-	return m.create(parent, flags, func(t Tree, p ID) (Entry, *File, error) { return t.Create(c, p, name, flags, mode) })
+	return m.create(parent, flags, true, func(t Tree, p ID) (Entry, *File, error) { return t.Create(c, p, name, flags, mode) })
 }
 
 func (m *Mirror) Tmpfile(c *Cred, parent ID, flags, mode uint32) (Entry, *File, error) {
-	defer m.lockNames(false)()
-	return m.create(parent, flags, func(t Tree, p ID) (Entry, *File, error) { return t.Tmpfile(c, p, flags, mode) })
+	return m.create(parent, flags, false, func(t Tree, p ID) (Entry, *File, error) { return t.Tmpfile(c, p, flags, mode) })
 }
 
-func (m *Mirror) create(parent ID, flags uint32, op func(t Tree, p ID) (Entry, *File, error)) (Entry, *File, error) {
+// create makes an object in parent on every healthy mirror holding it, a
+// named one when names (see lockNames), and opens it.
+func (m *Mirror) create(parent ID, flags uint32, names bool, op func(t Tree, p ID) (Entry, *File, error)) (Entry, *File, error) {
 	m.wmu.RLock()
 	defer m.wmu.RUnlock()
+	defer m.lockNames(names)()
 	m.omu.RLock()
 	defer m.omu.RUnlock()
 	o, err := m.obj(parent)
@@ -935,11 +963,11 @@ func (m *Mirror) create(parent ID, flags uint32, op func(t Tree, p ID) (Entry, *
 }
 
 func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
-	defer m.lockNames(false)()
 	if flags&syscall.O_TRUNC != 0 {
 		m.wmu.RLock()
 		defer m.wmu.RUnlock()
 	}
+	defer m.lockNames(false)()
 	m.omu.RLock()
 	defer m.omu.RUnlock()
 	o, err := m.obj(id)
@@ -948,6 +976,13 @@ func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
 	}
 	if flags&syscall.O_TRUNC != 0 {
 		m.touch(o, dataChange)
+		if m.intents != nil {
+			end, err := m.intents.begin(o)
+			if err != nil {
+				return nil, syscall.EIO
+			}
+			defer end()
+		}
 	}
 	files := make([]*File, len(m.dirs))
 	ok, err := m.fan(o, func(i int, sub ID) (err error) {
@@ -984,13 +1019,11 @@ func (m *Mirror) Listxattr(id ID, dest []byte) (n int, err error) {
 }
 
 func (m *Mirror) Setxattr(id ID, name string, data []byte, flags int) error {
-	defer m.lockNames(false)()
-	return m.change(id, func(t Tree, sub ID) error { return t.Setxattr(sub, name, data, flags) })
+	return m.change(id, false, func(t Tree, sub ID) error { return t.Setxattr(sub, name, data, flags) })
 }
 
 func (m *Mirror) Removexattr(id ID, name string) error {
-	defer m.lockNames(false)()
-	return m.change(id, func(t Tree, sub ID) error { return t.Removexattr(sub, name) })
+	return m.change(id, false, func(t Tree, sub ID) error { return t.Removexattr(sub, name) })
 }
 
 // As runs fn with the caller's credentials (the mirrors share the
@@ -999,6 +1032,9 @@ func (m *Mirror) As(c *Cred, fn func() error) error { return m.trees[0].As(c, fn
 
 func (m *Mirror) Close() error {
 	m.stopWatch()
+	if m.intents != nil {
+		m.intents.close()
+	}
 	var first error
 	for _, t := range m.trees {
 		if err := t.Close(); err != nil && first == nil {
@@ -1086,6 +1122,14 @@ func (s *fileSet) each(kind changeKind, op func(f *File) error) error {
 	if len(on) == 0 {
 		return syscall.EIO
 	}
+	if kind == dataChange && m.intents != nil {
+		end, err := m.intents.begin(s.obj)
+		if err != nil {
+			m.log("%v: failing the write", err)
+			return syscall.EIO
+		}
+		defer end()
+	}
 	errs := make([]error, len(on))
 	done := 0
 	for k, i := range on {
@@ -1098,7 +1142,10 @@ func (s *fileSet) each(kind changeKind, op func(f *File) error) error {
 	}
 	for k, i := range on {
 		if errs[k] != nil {
-			m.failed(i, errs[k])
+			if err := m.failed(i, errs[k]); err != nil {
+				m.log("%v: failing the operation", err)
+				return syscall.EIO
+			}
 		}
 	}
 	return nil

@@ -1,0 +1,563 @@
+package backing
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// IntentFile is the name, in each healthy mirror's root, of the set's
+// record of the regular files being written. A write reaches the mirrors
+// one after another, so a daemon stopped between two of them (killed, or
+// the machine losing power) leaves the file different on each. The record
+// names every file with a write begun since its data was last known
+// durable on every mirror: it is made durable before the first of those
+// writes starts, and a file leaves it only once its writes have ended and
+// every mirror's file system has been synced since. When the set is
+// opened, each file the record names is compared on the healthy mirrors
+// and made equal to the first of them (the mirror every write reaches
+// first), or the mirror that cannot be made equal is marked stale.
+const IntentFile = ".sluice-mirror.intent"
+
+// intentLinger is how long a file stays in the record after its last
+// write ended: files written again within it cost no write of the record.
+const intentLinger = time.Second
+
+// intentRecord names one file: its handle in each mirror, by the mirror's
+// identity (open_by_handle_at reaches it whatever its names), and its path
+// from the root when it was recorded, for file systems without handles.
+type intentRecord struct {
+	Handles map[string]recordedHandle `json:"handles,omitempty"`
+	Path    string                    `json:"path,omitempty"`
+}
+
+type recordedHandle struct {
+	Type  int32  `json:"type"`
+	Bytes []byte `json:"bytes"`
+}
+
+// intents is the set's record of the files being written.
+type intents struct {
+	m       *Mirror
+	mu      sync.Mutex
+	cond    sync.Cond
+	entries map[*mobj]*intent
+	gen     uint64 // counts changes of entries
+	saved   uint64 // the gen recorded in IntentFile
+	saving  bool   // a write of IntentFile is under way
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type intent struct {
+	rec     intentRecord
+	holders int       // mirrors holding the object when rec was made
+	writing int       // writes in flight
+	begun   uint64    // writes begun, for the clearer to see new ones
+	ended   time.Time // when the last write ended
+}
+
+func newIntents(m *Mirror) *intents {
+	in := &intents{m: m, entries: map[*mobj]*intent{}, stop: make(chan struct{}), done: make(chan struct{})}
+	in.cond.L = &in.mu
+	go in.clear()
+	return in
+}
+
+// begin records o as being written, durably before it returns when o is
+// not recorded yet, and returns the call that ends the write. An error
+// says the record could not be written on any mirror: the write must not
+// start.
+func (in *intents) begin(o *mobj) (end func(), err error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	e := in.entries[o]
+	if h := in.m.holders(o); e == nil || e.holders != h {
+		// New, or a mirror resynced since holds it too: the record
+		// must name it there as well.
+		if e == nil {
+			e = &intent{}
+			in.entries[o] = e
+		}
+		e.rec, e.holders = in.m.recordOf(o), h
+		in.gen++
+	}
+	e.writing++
+	e.begun++
+	if err := in.flushLocked(in.gen); err != nil {
+		e.writing--
+		return nil, err
+	}
+	return func() {
+		in.mu.Lock()
+		e.writing--
+		e.ended = time.Now()
+		in.mu.Unlock()
+	}, nil
+}
+
+// flushLocked returns once generation gen of the entries (or a later one)
+// is recorded, writing IntentFile itself unless a write of it is under
+// way. Called with mu held.
+func (in *intents) flushLocked(gen uint64) error {
+	for in.saved < gen {
+		if in.saving {
+			in.cond.Wait()
+			continue
+		}
+		in.saving = true
+		g := in.gen
+		recs := make([]intentRecord, 0, len(in.entries))
+		for _, e := range in.entries {
+			recs = append(recs, e.rec)
+		}
+		in.mu.Unlock()
+		err := in.m.writeIntents(recs)
+		in.mu.Lock()
+		in.saving = false
+		in.cond.Broadcast()
+		if err != nil {
+			return err
+		}
+		in.saved = max(in.saved, g)
+	}
+	return nil
+}
+
+// clear takes out of the record, every intentLinger, the files whose
+// writes ended at least that long ago, once every healthy mirror's file
+// system has been synced since.
+func (in *intents) clear() {
+	defer close(in.done)
+	t := time.NewTicker(intentLinger / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-in.stop:
+			return
+		case <-t.C:
+		}
+		in.clearIdle(intentLinger)
+	}
+}
+
+// clearIdle takes out of the record the files with no write for linger,
+// once every healthy mirror's file system has been synced.
+func (in *intents) clearIdle(linger time.Duration) {
+	in.mu.Lock()
+	idle := map[*mobj]uint64{}
+	for o, e := range in.entries {
+		if e.writing == 0 && time.Since(e.ended) >= linger {
+			idle[o] = e.begun
+		}
+	}
+	in.mu.Unlock()
+	if len(idle) == 0 {
+		return
+	}
+	if err := in.m.syncLive(); err != nil {
+		in.m.log("mirror set: syncing the mirrors before clearing the record of files written: %v", err)
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for o, begun := range idle {
+		if e := in.entries[o]; e != nil && e.writing == 0 && e.begun == begun {
+			delete(in.entries, o)
+			in.gen++
+		}
+	}
+	if err := in.flushLocked(in.gen); err != nil {
+		in.m.log("mirror set: recording the files written: %v", err)
+	}
+}
+
+// close stops the clearing and clears every file no write is under way
+// on: a set closed cleanly leaves nothing to compare when it opens.
+func (in *intents) close() {
+	close(in.stop)
+	<-in.done
+	in.clearIdle(0)
+}
+
+// holders counts the healthy mirrors holding o.
+func (m *Mirror) holders(o *mobj) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, i := range m.live {
+		if o.sub[i] != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// recordOf names o as the record keeps it.
+func (m *Mirror) recordOf(o *mobj) intentRecord {
+	var rec intentRecord
+	for i, sub := range o.sub {
+		if sub == 0 || i >= len(m.trees) {
+			continue
+		}
+		l, ok := m.trees[i].(*Local)
+		if !ok {
+			continue
+		}
+		if ht, h, ok := l.fileHandle(sub); ok {
+			if rec.Handles == nil {
+				rec.Handles = map[string]recordedHandle{}
+			}
+			rec.Handles[m.self[i]] = recordedHandle{Type: ht, Bytes: h}
+		}
+	}
+	m.mu.Lock()
+	src := -1
+	if len(m.live) > 0 {
+		src = m.live[0]
+	}
+	m.mu.Unlock()
+	if src >= 0 {
+		if p, ok := m.pathOf(src, o); ok {
+			rec.Path = p
+		}
+	}
+	return rec
+}
+
+// writeIntents records recs in every healthy mirror's IntentFile; it
+// fails only when no mirror recorded them.
+func (m *Mirror) writeIntents(recs []intentRecord) error {
+	b, err := json.Marshal(recs)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	live := slices.Clone(m.live)
+	m.mu.Unlock()
+	var first error
+	wrote := false
+	for _, i := range live {
+		if err := writeDurable(m.dirs[i], IntentFile, append(b, '\n')); err != nil {
+			m.log("mirror %s: recording the files being written: %v", m.dirs[i], err)
+			first = cmpOr(first, err)
+			continue
+		}
+		wrote = true
+	}
+	if !wrote {
+		return fmt.Errorf("recording the files being written: %w", cmpOr(first, syscall.EIO))
+	}
+	return nil
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// syncLive syncs the file system of every healthy mirror (syncfs).
+func (m *Mirror) syncLive() error {
+	m.mu.Lock()
+	live := slices.Clone(m.live)
+	m.mu.Unlock()
+	for _, i := range live {
+		fd, err := unix.Open(m.dirs[i], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		err = unix.Syncfs(fd)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.dirs[i], err)
+		}
+	}
+	return nil
+}
+
+// writeDurable replaces dir/name with data: written to a new file, synced,
+// renamed into place, and the directory synced.
+func writeDurable(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+".new")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// recoverIntents, as the set opens, makes the files its record names equal
+// on the healthy mirrors, from the first of them, and marks stale a mirror
+// on which one cannot be; then it empties the record. It reports what it
+// did through the log.
+func (m *Mirror) recoverIntents() error {
+	var recs []intentRecord
+	seen := map[string]bool{}
+	for i, dir := range m.dirs {
+		if m.stale[i] {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, IntentFile))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("mirror %s: %v", dir, err)
+		}
+		var rs []intentRecord
+		if err := json.Unmarshal(b, &rs); err != nil {
+			return fmt.Errorf("%s is not a record of files being written (%v); compare the mirrors, then move it away", filepath.Join(dir, IntentFile), err)
+		}
+		for _, r := range rs {
+			k, _ := json.Marshal(r)
+			if !seen[string(k)] {
+				seen[string(k)] = true
+				recs = append(recs, r)
+			}
+		}
+	}
+	if len(recs) > 0 {
+		m.log("mirror set: %d files were being written when the set was last stopped; comparing them", len(recs))
+	}
+	roots := make([]int, len(m.dirs))
+	for i := range roots {
+		roots[i] = -1
+	}
+	defer func() {
+		for _, fd := range roots {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	for i, dir := range m.dirs {
+		if m.stale[i] {
+			continue
+		}
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("mirror %s: %v", dir, err)
+		}
+		roots[i] = fd
+	}
+	marked := false
+	for _, r := range recs {
+		for _, i := range m.reconcile(r, roots) {
+			m.stale[i] = true
+			marked = true
+		}
+	}
+	if !slices.Contains(m.stale, false) {
+		return fmt.Errorf("every mirror is stale after comparing the files being written when the set was last stopped")
+	}
+	if marked {
+		m.mu.Lock()
+		m.relive()
+		err := m.saveState()
+		m.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	for i, dir := range m.dirs {
+		if !m.stale[i] {
+			if err := writeDurable(dir, IntentFile, []byte("[]\n")); err != nil {
+				return fmt.Errorf("mirror %s: emptying %s: %v", dir, IntentFile, err)
+			}
+		}
+	}
+	return nil
+}
+
+// reconcile makes the file r names equal on the healthy mirrors, from the
+// first healthy mirror on which it is found, and returns the mirrors that
+// must be marked stale: where it differs and cannot be copied, or where it
+// is gone while it still has a name on the first.
+func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
+	fds := make([]int, len(m.dirs))
+	for i := range fds {
+		fds[i] = -1
+	}
+	defer func() {
+		for _, fd := range fds {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	src := -1
+	for i := range m.dirs {
+		if roots[i] < 0 {
+			continue
+		}
+		fd, err := openRecorded(roots[i], r, m.self[i])
+		if err != nil {
+			continue
+		}
+		fds[i] = fd
+		if src < 0 {
+			src = i
+		}
+	}
+	if src < 0 {
+		return nil // gone from every mirror
+	}
+	var sst unix.Stat_t
+	if err := unix.Fstat(fds[src], &sst); err != nil {
+		return nil
+	}
+	name := r.Path
+	if name == "" {
+		name = "a file"
+	}
+	for i := range m.dirs {
+		if i == src || roots[i] < 0 {
+			continue
+		}
+		if fds[i] < 0 {
+			if sst.Nlink > 0 {
+				m.log("mirror %s: %s was being written when the set was last stopped and is not in it, while it is in %s: the mirror is stale", m.dirs[i], name, m.dirs[src])
+				stale = append(stale, i)
+			}
+			continue
+		}
+		n, err := copyIfDiffers(fds[src], fds[i], sst.Size)
+		switch {
+		case err != nil:
+			m.log("mirror %s: making %s equal to %s's after an interrupted write: %v: the mirror is stale", m.dirs[i], name, m.dirs[src], err)
+			stale = append(stale, i)
+		case n > 0:
+			m.log("mirror %s: %s differed from %s's after an interrupted write (%d bytes copied)", m.dirs[i], name, m.dirs[src], n)
+		}
+	}
+	return stale
+}
+
+// openRecorded opens, in the mirror whose root is root and identity id,
+// the regular file r names, for reading and writing, never waiting.
+func openRecorded(root int, r intentRecord, id string) (int, error) {
+	const flags = unix.O_RDWR | unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	var fd int
+	var err error
+	if h, ok := r.Handles[id]; ok {
+		fd, err = unix.OpenByHandleAt(root, unix.NewFileHandle(h.Type, h.Bytes), flags)
+	} else if r.Path != "" {
+		fd, err = unix.Openat2(root, trimRoot(r.Path), &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH})
+	} else {
+		return -1, syscall.ENOENT
+	}
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return -1, syscall.ENOENT
+	}
+	return fd, nil
+}
+
+func trimRoot(p string) string {
+	for len(p) > 0 && p[0] == '/' {
+		p = p[1:]
+	}
+	if p == "" {
+		return "."
+	}
+	return p
+}
+
+// copyIfDiffers makes dst's content src's, whose size is size: the pieces
+// that differ are written, then dst is cut to size and synced. It returns
+// the bytes changed (written, or cut off); any short or failed write is an
+// error.
+func copyIfDiffers(src, dst int, size int64) (int64, error) {
+	const chunk = 1 << 20
+	a, b := make([]byte, chunk), make([]byte, chunk)
+	var written int64
+	for off := int64(0); off < size; off += chunk {
+		want := int(min(chunk, size-off))
+		na, err := io.ReadFull(io.NewSectionReader(fdReader(src), off, int64(want)), a[:want])
+		if err != nil {
+			return written, fmt.Errorf("reading at %d: %w", off, err)
+		}
+		nb, _ := io.ReadFull(io.NewSectionReader(fdReader(dst), off, int64(want)), b[:want])
+		if nb == na && bytes.Equal(a[:na], b[:nb]) {
+			continue
+		}
+		for done := 0; done < na; {
+			n, err := unix.Pwrite(dst, a[done:na], off+int64(done))
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				return written, fmt.Errorf("writing at %d: %w", off+int64(done), err)
+			}
+			if n <= 0 {
+				return written, fmt.Errorf("writing at %d: %w", off+int64(done), io.ErrShortWrite)
+			}
+			done += n
+			written += int64(n)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(dst, &st); err != nil {
+		return written, err
+	}
+	if st.Size > size {
+		if err := unix.Ftruncate(dst, size); err != nil {
+			return written, fmt.Errorf("cutting to %d bytes: %w", size, err)
+		}
+		written += st.Size - size
+	}
+	if written > 0 {
+		if err := unix.Fdatasync(dst); err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// fdReader reads a descriptor at offsets.
+type fdReader int
+
+func (r fdReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := unix.Pread(int(r), p, off)
+	if err != nil {
+		return max(n, 0), err
+	}
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}

@@ -1,0 +1,119 @@
+package backing
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestStaleMarkUnrecorded: a write that fails on one mirror marks it
+// stale; when no healthy mirror can record the mark (here the state file
+// cannot be written), the write fails rather than leave the set to serve
+// the stale mirror again after a restart.
+func TestStaleMarkUnrecorded(t *testing.T) {
+	dirs := mirrorDirs(t, 2, map[string]string{"f": "0123456789"})
+	faults := []*Faults{{}, {}}
+	m, err := NewMirror(dirs, MirrorOptions{Now: clock(), Faults: faults})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	e, err := m.Lookup(RootID, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.Open(e.ID, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// The state file is written through StateFile+".new": a directory
+	// there makes every write of it fail.
+	if err := os.Mkdir(filepath.Join(dirs[0], StateFile+".new"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	faults[1].SetWrite(0, syscall.EIO)
+	if _, err := f.WriteAt([]byte("ab"), 0); !errors.Is(err, syscall.EIO) {
+		t.Errorf("a write that marked a mirror stale, the mark recorded nowhere: %v, want EIO", err)
+	}
+	if s := m.Stats(); s[1].State != Stale {
+		t.Errorf("the mirror that failed the write is %s, want stale", s[1].State)
+	}
+	// Recorded: the next failure's mark is written, and writes go on.
+	os.Remove(filepath.Join(dirs[0], StateFile+".new"))
+	if _, err := f.WriteAt([]byte("cd"), 2); err != nil {
+		t.Errorf("a write to the healthy mirror: %v", err)
+	}
+}
+
+// TestIntentRecovery: a file the record names that differs between the
+// mirrors (a write that reached the first mirror only) is made equal to
+// the first mirror's when the set opens, and the record is emptied; a
+// file named in the record and gone from the second mirror only marks it
+// stale.
+func TestIntentRecovery(t *testing.T) {
+	dirs := mirrorDirs(t, 2, map[string]string{"f": strings.Repeat("a", 3<<20), "g": "gg"})
+	m, err := NewMirror(dirs, MirrorOptions{Now: clock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []intentRecord
+	for _, name := range []string{"f", "g"} {
+		e, err := m.Lookup(RootID, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := m.obj(e.ID)
+		recs = append(recs, m.recordOf(o))
+	}
+	if len(recs[0].Handles) != 2 || recs[0].Path != "/f" {
+		t.Fatalf("the record of f: %+v, want a handle per mirror and its path", recs[0])
+	}
+	m.Close()
+	b, _ := json.Marshal(recs[:1])
+	if err := writeDurable(dirs[0], IntentFile, b); err != nil {
+		t.Fatal(err)
+	}
+	// The write the first mirror got: a piece in the middle changed and
+	// the file grown.
+	want := []byte(strings.Repeat("a", 3<<20))
+	copy(want[1<<20+5:], "written to the first mirror only")
+	want = append(want, "tail"...)
+	if err := os.WriteFile(filepath.Join(dirs[0], "f"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err = NewMirror(dirs, MirrorOptions{Now: clock()})
+	if err != nil {
+		t.Fatalf("opening the set with f recorded and different: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dirs[1], "f")); !bytes.Equal(got, want) {
+		t.Errorf("the second mirror's f after the set opened: %d bytes, not the first mirror's %d", len(got), len(want))
+	}
+	if s := m.Stats(); s[0].State != Healthy || s[1].State != Healthy {
+		t.Errorf("mirrors %s and %s after mending f, want both healthy", s[0].State, s[1].State)
+	}
+	m.Close()
+	if b, _ := os.ReadFile(filepath.Join(dirs[0], IntentFile)); strings.TrimSpace(string(b)) != "[]" {
+		t.Errorf("the record after the set opened: %q, want it empty", b)
+	}
+
+	// g gone from the second mirror only, with the record naming it.
+	b, _ = json.Marshal(recs[1:])
+	if err := writeDurable(dirs[0], IntentFile, b); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dirs[1], "g"))
+	m, err = NewMirror(dirs, MirrorOptions{Now: clock()})
+	if err != nil {
+		t.Fatalf("opening the set with g recorded and gone from one mirror: %v", err)
+	}
+	defer m.Close()
+	if s := m.Stats(); s[0].State != Healthy || s[1].State != Stale {
+		t.Errorf("mirrors %s and %s with g gone from the second, want healthy and stale", s[0].State, s[1].State)
+	}
+}

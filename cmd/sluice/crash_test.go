@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sluice/control"
+)
+
+// TestMirrorCrash: the daemon killed (SIGKILL) while a tenant writes a
+// mirrored file at random offsets, then started again, never serves two
+// contents for one block: at the restart the mirrors hold the same bytes,
+// or the one that differs is stale. The writes reach the mirrors one after
+// another, so the kill catches some written to one mirror only; the set's
+// record of the files being written names them, and the restart makes
+// them equal. Rounds until two kills have caught writes between the
+// mirrors, twelve at most.
+func TestMirrorCrash(t *testing.T) {
+	needMount(t)
+	if _, err := exec.LookPath("fio"); err != nil {
+		t.Skip("skipping: fio is not installed")
+	}
+	dir, _, mnt := srcMnt(t)
+	// The first mirror on a file system mounted sync: each write there
+	// waits for its disk, as on a slow mirror, and one the kill finds
+	// there completes while the second mirror's never starts.
+	a, b := syncFS(t, dir, 64<<20), filepath.Join(dir, "b")
+	const size = 16 << 20
+	seed := bytes.Repeat([]byte("sluice mirror\n"), size/14+1)[:size]
+	os.Mkdir(b, 0o755)
+	for _, d := range []string{a, b} {
+		os.Mkdir(filepath.Join(d, "u"), 0o755)
+		os.Chown(filepath.Join(d, "u"), 4101, 4101)
+		if err := os.WriteFile(filepath.Join(d, "u", "f"), seed, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(filepath.Join(d, "u", "f"), 4101, 4101)
+	}
+	caught := 0 // kills that caught a write between the mirrors
+	for round := 0; round < 12 && caught < 2; round++ {
+		cmd, stderr, exited, _ := startMount(t, mnt, "mount", "--allow-other", "--mirror", a, "--mirror", b, mnt)
+		work := t.TempDir()
+		os.Chmod(work, 0o777)
+		fio := exec.Command("fio", "--name=w", "--filename="+filepath.Join(mnt, "u", "f"), "--thread",
+			"--rw=randwrite", "--bs=64k", "--numjobs=4", "--ioengine=psync", "--size=16M",
+			fmt.Sprintf("--randseed=%d", round+1), "--time_based", "--runtime=30", "--output-format=terse")
+		fio.Dir = work
+		fio.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4101, Gid: 4101}}
+		if err := fio.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(500+100*(round%6)) * time.Millisecond)
+		cmd.Process.Kill()
+		<-exited
+		// The dead mount answers ENOTCONN; fio gives up on it.
+		exec.Command("umount", "-l", mnt).Run()
+		fio.Wait()
+		diverged := differ(t, filepath.Join(a, "u", "f"), filepath.Join(b, "u", "f"))
+
+		_, stderr2, exited2, _ := startMount(t, mnt, "mount", "--allow-other", "--mirror", a, "--mirror", b, mnt)
+		out, err := sluice("stat", "--json", mnt).Output()
+		var st control.Status
+		if err != nil || json.Unmarshal(out, &st) != nil || len(st.Mirrors) != 2 {
+			t.Fatalf("stat after the restart: %v\n%s", err, out)
+		}
+		after := differ(t, filepath.Join(a, "u", "f"), filepath.Join(b, "u", "f"))
+		t.Logf("round %d: after the kill the mirrors differed in %d bytes; after the restart in %d, states %s and %s",
+			round, diverged, after, st.Mirrors[0].State, st.Mirrors[1].State)
+		if diverged > 0 {
+			caught++
+		}
+		if after != 0 && st.Mirrors[0].State == "healthy" && st.Mirrors[1].State == "healthy" {
+			t.Errorf("round %d: the restarted set serves two contents: the mirrors differ in %d bytes and both are healthy; daemon log:\n%s%s",
+				round, after, stderr.String(), stderr2.String())
+		}
+		if t.Failed() {
+			return
+		}
+		if st.Mirrors[0].State != "healthy" || st.Mirrors[1].State != "healthy" {
+			if out, err := sluice("resync", mnt).CombinedOutput(); err != nil {
+				t.Fatalf("resync: %v\n%s", err, out)
+			}
+		}
+		exec.Command("umount", mnt).Run()
+		<-exited2
+	}
+	if caught == 0 {
+		t.Errorf("no kill of 12 caught a write between the mirrors: the restarts had nothing to mend")
+	}
+}
+
+// syncFS mounts a new ext4 file system of size bytes, on a loop device
+// with the sync option, in dir and returns a directory in it; it is unmounted
+// when the test ends.
+func syncFS(t *testing.T, dir string, size int64) string {
+	t.Helper()
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("skipping: no mkfs.ext4 (install e2fsprogs)")
+	}
+	img, root := filepath.Join(dir, "slow.img"), filepath.Join(dir, "slow")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	// Direct I/O to the image: the loop device's writes wait for the
+	// disk, not for the page cache.
+	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", img).Output()
+	if err != nil {
+		t.Skipf("skipping: no loop device: %v", err)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	if out, err := exec.Command("mount", "-t", "ext4", "-o", "sync", dev, root).CombinedOutput(); err != nil {
+		t.Fatalf("mount %s: %v\n%s", dev, err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", root).Run() })
+	m := filepath.Join(root, "m") // beside lost+found
+	if err := os.Mkdir(m, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// differ returns how many bytes of files x and y differ, counting the
+// length of one past the other's end.
+func differ(t *testing.T, x, y string) int {
+	t.Helper()
+	bx, err := os.ReadFile(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by, err := os.ReadFile(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := max(len(bx), len(by)) - min(len(bx), len(by))
+	for i := range min(len(bx), len(by)) {
+		if bx[i] != by[i] {
+			n++
+		}
+	}
+	return n
+}
