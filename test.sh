@@ -21,3 +21,10 @@ sync
 go test -race -count=1 -run "$alone" "$@" ./fsys
 # The fidelity test compares a real mount with the simulator.
 go test -race -count=1 "$@" ./fidelity
+# The parsers of what operators and clients send, fuzzed a few seconds
+# each (FUZZTIME to change it; a crasher found is kept in the package's
+# testdata/fuzz and fails every later run).
+for target in group:FuzzParseSize group:FuzzParseLimit group:FuzzParseRule \
+	control:FuzzAnswer cmd/sluice:FuzzConfig cmd/sluice:FuzzFstab sim:FuzzScenario; do
+	go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${FUZZTIME:-3s}" "./${target%%:*}"
+done

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -190,13 +191,18 @@ func (s *Server) serve() {
 func (s *Server) handle(c *net.UnixConn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	enc := json.NewEncoder(c)
 	if err := checkPeer(c); err != nil {
-		enc.Encode(response{Error: err.Error()})
+		json.NewEncoder(c).Encode(response{Error: err.Error()})
 		return
 	}
+	s.answer(c, c)
+}
+
+// answer reads one request from r and writes its one response to w.
+func (s *Server) answer(r io.Reader, w io.Writer) {
+	enc := json.NewEncoder(w)
 	var req request
-	if err := json.NewDecoder(bufio.NewReader(c)).Decode(&req); err != nil {
+	if err := json.NewDecoder(bufio.NewReader(r)).Decode(&req); err != nil {
 		enc.Encode(response{Error: "bad request: " + err.Error()})
 		return
 	}
