@@ -52,14 +52,18 @@ type intents struct {
 	mu      sync.Mutex
 	cond    sync.Cond
 	entries map[*mobj]*intent
-	gen     uint64 // counts changes of entries
-	saved   uint64 // the gen recorded in IntentFile
-	saving  bool   // a write of IntentFile is under way
+	logs    []*intentLog // per mirror; nil where none is open
+	nextID  uint64
+	pending []intentOp // changes not yet in the logs
+	gen     uint64     // counts changes of entries
+	saved   uint64     // the gen the logs hold
+	saving  bool       // a write of the logs is under way
 	stop    chan struct{}
 	done    chan struct{}
 }
 
 type intent struct {
+	id      uint64
 	rec     intentRecord
 	holders int       // mirrors holding the object when rec was made
 	writing int       // writes in flight
@@ -67,11 +71,25 @@ type intent struct {
 	ended   time.Time // when the last write ended
 }
 
-func newIntents(m *Mirror) *intents {
-	in := &intents{m: m, entries: map[*mobj]*intent{}, stop: make(chan struct{}), done: make(chan struct{})}
+// newIntents makes an empty log in every healthy mirror and starts
+// clearing it.
+func newIntents(m *Mirror) (*intents, error) {
+	in := &intents{m: m, entries: map[*mobj]*intent{}, logs: make([]*intentLog, len(m.dirs)),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	in.cond.L = &in.mu
+	for i, dir := range m.dirs {
+		if m.stale[i] {
+			continue
+		}
+		l, err := newIntentLog(dir, nil)
+		if err != nil {
+			in.closeLogs()
+			return nil, fmt.Errorf("mirror %s: %s: %v", dir, IntentFile, err)
+		}
+		in.logs[i] = l
+	}
 	go in.clear()
-	return in
+	return in, nil
 }
 
 // begin records o as being written, durably before it returns when o is
@@ -86,10 +104,13 @@ func (in *intents) begin(o *mobj) (end func(), err error) {
 		// New, or a mirror resynced since holds it too: the record
 		// must name it there as well.
 		if e == nil {
-			e = &intent{}
+			in.nextID++
+			e = &intent{id: in.nextID}
 			in.entries[o] = e
 		}
 		e.rec, e.holders = in.m.recordOf(o), h
+		rec := e.rec
+		in.pending = append(in.pending, intentOp{ID: e.id, Rec: &rec})
 		in.gen++
 	}
 	e.writing++
@@ -107,8 +128,8 @@ func (in *intents) begin(o *mobj) (end func(), err error) {
 }
 
 // flushLocked returns once generation gen of the entries (or a later one)
-// is recorded, writing IntentFile itself unless a write of it is under
-// way. Called with mu held.
+// is in the logs, writing them itself unless a write is under way.
+// Called with mu held.
 func (in *intents) flushLocked(gen uint64) error {
 	for in.saved < gen {
 		if in.saving {
@@ -116,20 +137,66 @@ func (in *intents) flushLocked(gen uint64) error {
 			continue
 		}
 		in.saving = true
-		g := in.gen
-		recs := make([]intentRecord, 0, len(in.entries))
+		g, ops := in.gen, in.pending
+		in.pending = nil
+		all := map[uint64]intentRecord{}
 		for _, e := range in.entries {
-			recs = append(recs, e.rec)
+			all[e.id] = e.rec
 		}
 		in.mu.Unlock()
-		err := in.m.writeIntents(recs)
+		err := in.write(appendFrames(nil, ops), all)
 		in.mu.Lock()
 		in.saving = false
 		in.cond.Broadcast()
 		if err != nil {
+			in.pending = append(ops, in.pending...)
 			return err
 		}
 		in.saved = max(in.saved, g)
+	}
+	return nil
+}
+
+// write appends frames to the log of every healthy mirror, synced, or
+// makes the log anew with all when it has no room (or the mirror has none
+// yet: a resynced one). It fails only when no mirror's log took them.
+// Called by the one writer of the logs, without mu.
+func (in *intents) write(frames []byte, all map[uint64]intentRecord) error {
+	m := in.m
+	m.mu.Lock()
+	live := slices.Clone(m.live)
+	m.mu.Unlock()
+	// The mirrors' disks flush at once.
+	errs := make([]error, len(live))
+	var wg sync.WaitGroup
+	for k, i := range live {
+		wg.Go(func() {
+			l := in.logs[i]
+			err := errLogFull
+			if l != nil {
+				err = l.append(frames, true)
+			}
+			if err == errLogFull {
+				l.close()
+				l, err = newIntentLog(m.dirs[i], all)
+				in.logs[i] = l
+			}
+			errs[k] = err
+		})
+	}
+	wg.Wait()
+	var first error
+	wrote := false
+	for k, i := range live {
+		if err := errs[k]; err != nil {
+			m.log("mirror %s: recording the files being written: %v", m.dirs[i], err)
+			first = cmpOr(first, err)
+			continue
+		}
+		wrote = true
+	}
+	if !wrote {
+		return fmt.Errorf("recording the files being written: %w", cmpOr(first, syscall.EIO))
 	}
 	return nil
 }
@@ -171,12 +238,18 @@ func (in *intents) clearIdle(linger time.Duration) {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	var del []uint64
 	for o, begun := range idle {
 		if e := in.entries[o]; e != nil && e.writing == 0 && e.begun == begun {
 			delete(in.entries, o)
-			in.gen++
+			del = append(del, e.id)
 		}
 	}
+	if len(del) == 0 {
+		return
+	}
+	in.pending = append(in.pending, intentOp{Del: del})
+	in.gen++
 	if err := in.flushLocked(in.gen); err != nil {
 		in.m.log("mirror set: recording the files written: %v", err)
 	}
@@ -188,6 +261,13 @@ func (in *intents) close() {
 	close(in.stop)
 	<-in.done
 	in.clearIdle(0)
+	in.closeLogs()
+}
+
+func (in *intents) closeLogs() {
+	for _, l := range in.logs {
+		l.close()
+	}
 }
 
 // holders counts the healthy mirrors holding o.
@@ -233,32 +313,6 @@ func (m *Mirror) recordOf(o *mobj) intentRecord {
 		}
 	}
 	return rec
-}
-
-// writeIntents records recs in every healthy mirror's IntentFile; it
-// fails only when no mirror recorded them.
-func (m *Mirror) writeIntents(recs []intentRecord) error {
-	b, err := json.Marshal(recs)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	live := slices.Clone(m.live)
-	m.mu.Unlock()
-	var first error
-	wrote := false
-	for _, i := range live {
-		if err := writeDurable(m.dirs[i], IntentFile, append(b, '\n')); err != nil {
-			m.log("mirror %s: recording the files being written: %v", m.dirs[i], err)
-			first = cmpOr(first, err)
-			continue
-		}
-		wrote = true
-	}
-	if !wrote {
-		return fmt.Errorf("recording the files being written: %w", cmpOr(first, syscall.EIO))
-	}
-	return nil
 }
 
 func cmpOr(a, b error) error {
@@ -318,8 +372,7 @@ func writeDurable(dir, name string, data []byte) error {
 
 // recoverIntents, as the set opens, makes the files its record names equal
 // on the healthy mirrors, from the first of them, and marks stale a mirror
-// on which one cannot be; then it empties the record. It reports what it
-// did through the log.
+// on which one cannot be. It reports what it did through the log.
 func (m *Mirror) recoverIntents() error {
 	var recs []intentRecord
 	seen := map[string]bool{}
@@ -334,11 +387,7 @@ func (m *Mirror) recoverIntents() error {
 		if err != nil {
 			return fmt.Errorf("mirror %s: %v", dir, err)
 		}
-		var rs []intentRecord
-		if err := json.Unmarshal(b, &rs); err != nil {
-			return fmt.Errorf("%s is not a record of files being written (%v); compare the mirrors, then move it away", filepath.Join(dir, IntentFile), err)
-		}
-		for _, r := range rs {
+		for _, r := range parseLog(b) {
 			k, _ := json.Marshal(r)
 			if !seen[string(k)] {
 				seen[string(k)] = true
@@ -389,14 +438,7 @@ func (m *Mirror) recoverIntents() error {
 			return err
 		}
 	}
-	for i, dir := range m.dirs {
-		if !m.stale[i] {
-			if err := writeDurable(dir, IntentFile, []byte("[]\n")); err != nil {
-				return fmt.Errorf("mirror %s: emptying %s: %v", dir, IntentFile, err)
-			}
-		}
-	}
-	return nil
+	return nil // newIntents makes the logs anew
 }
 
 // reconcile makes the file r names equal on the healthy mirrors, from the

@@ -2,7 +2,6 @@ package backing
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -75,10 +74,7 @@ func TestIntentRecovery(t *testing.T) {
 		t.Fatalf("the record of f: %+v, want a handle per mirror and its path", recs[0])
 	}
 	m.Close()
-	b, _ := json.Marshal(recs[:1])
-	if err := writeDurable(dirs[0], IntentFile, b); err != nil {
-		t.Fatal(err)
-	}
+	writeLog(t, dirs[0], recs[:1])
 	// The write the first mirror got: a piece in the middle changed and
 	// the file grown.
 	want := []byte(strings.Repeat("a", 3<<20))
@@ -98,15 +94,12 @@ func TestIntentRecovery(t *testing.T) {
 		t.Errorf("mirrors %s and %s after mending f, want both healthy", s[0].State, s[1].State)
 	}
 	m.Close()
-	if b, _ := os.ReadFile(filepath.Join(dirs[0], IntentFile)); strings.TrimSpace(string(b)) != "[]" {
-		t.Errorf("the record after the set opened: %q, want it empty", b)
+	if b, _ := os.ReadFile(filepath.Join(dirs[0], IntentFile)); len(parseLog(b)) != 0 {
+		t.Errorf("the record after the set opened: %v, want it empty", parseLog(b))
 	}
 
 	// g gone from the second mirror only, with the record naming it.
-	b, _ = json.Marshal(recs[1:])
-	if err := writeDurable(dirs[0], IntentFile, b); err != nil {
-		t.Fatal(err)
-	}
+	writeLog(t, dirs[0], recs[1:])
 	os.Remove(filepath.Join(dirs[1], "g"))
 	m, err = NewMirror(dirs, MirrorOptions{Now: clock()})
 	if err != nil {
@@ -115,5 +108,63 @@ func TestIntentRecovery(t *testing.T) {
 	defer m.Close()
 	if s := m.Stats(); s[0].State != Healthy || s[1].State != Stale {
 		t.Errorf("mirrors %s and %s with g gone from the second, want healthy and stale", s[0].State, s[1].State)
+	}
+}
+
+// writeLog makes dir's IntentFile record recs, as a set stopped while
+// writing them leaves it: the frames of a fresh log, then one more of a
+// change never acknowledged, torn by the stop.
+func writeLog(t *testing.T, dir string, recs []intentRecord) {
+	t.Helper()
+	l, err := newIntentLog(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	var ops []intentOp
+	for i := range recs {
+		ops = append(ops, intentOp{ID: uint64(i + 1), Rec: &recs[i]})
+	}
+	torn := appendFrames(nil, []intentOp{{ID: 99, Rec: &intentRecord{Path: "/never"}}})
+	if err := l.append(append(appendFrames(nil, ops), torn[:len(torn)-3]...), true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIntentLog: a log records what its frames say, up to a torn or
+// missing frame, and one with no room left is made anew with what is
+// recorded then.
+func TestIntentLog(t *testing.T) {
+	dir := t.TempDir()
+	l, err := newIntentLog(dir, map[uint64]intentRecord{7: {Path: "/seven"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	big := strings.Repeat("x", 1000)
+	for i := uint64(100); ; i++ {
+		err := l.append(appendFrames(nil, []intentOp{{ID: i, Rec: &intentRecord{Path: big}}, {Del: []uint64{i}}}), false)
+		if err == errLogFull {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 100+intentLogSize {
+			t.Fatal("the log never filled")
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, IntentFile))
+	if got := parseLog(b); len(got) != 1 || got[7].Path != "/seven" {
+		t.Errorf("a full log records %v, want only 7", got)
+	}
+	// A frame whose payload changed ends the log there.
+	l.append(appendFrames(nil, []intentOp{{ID: 8, Rec: &intentRecord{Path: "/eight"}}}), false)
+	b[len(b)-1] ^= 1
+	if got := parseLog(b); got[8].Path != "" {
+		t.Errorf("a log past a damaged frame records %v", got)
+	}
+	if got := parseLog(nil); len(got) != 0 {
+		t.Errorf("an empty log records %v", got)
 	}
 }

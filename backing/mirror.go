@@ -305,7 +305,12 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 	m.mu.Lock()
 	m.relive()
 	m.mu.Unlock()
-	m.intents = newIntents(m)
+	in, err := newIntents(m)
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	m.intents = in
 	return m, nil
 }
 
