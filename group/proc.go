@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // procDir is where the proc filesystem is mounted.
@@ -47,6 +49,25 @@ func Tgid(tid int32) (int32, error) {
 		return 0, fmt.Errorf("%s/%d/status: bad Tgid %q", procDir, tid, v)
 	}
 	return int32(n), nil
+}
+
+// Ident returns a number naming thread (or process) id as the thread it
+// is now: the inode number of /proc/ID. procfs gives a thread's directory
+// an inode when it is looked up and keeps it while the thread lives (the
+// directory names the thread itself, not its id), so a thread that later
+// gets the same id gets another number; a directory dropped from the
+// kernel's cache and looked up again also gets another one, which costs a
+// reader a needless read, never a wrong answer. It is one statx, about
+// 1.5 µs, where reading /proc/ID/stat for the start time costs 10-20 µs.
+func Ident(id int32) (uint64, error) {
+	if id <= 0 {
+		return 0, fmt.Errorf("no process with id %d", id)
+	}
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, procDir+"/"+strconv.Itoa(int(id)), unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, unix.STATX_INO, &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
 }
 
 // ReadComm returns the name of process pid, /proc/PID/comm without its

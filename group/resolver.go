@@ -65,6 +65,14 @@ type Resolver struct {
 	// ReadGroups reads a thread's supplementary groups. The default is
 	// ReadGroups.
 	ReadGroups func(tid int32) ([]uint32, error)
+	// Ident returns a number naming a thread or process id as the thread
+	// or process it is now, one that a later thread given the same id
+	// does not get. Every cached entry holds the number of the thread or
+	// process it was read for, taken before the read, and is used only
+	// while that number is the asker's: a thread or process that reuses
+	// the id of one gone is read anew, never charged to the group of the
+	// one before. The default is Ident.
+	Ident func(id int32) (uint64, error)
 	// Tags, when not nil, charge tagged process trees to their groups
 	// ahead of the rules.
 	Tags *Tags
@@ -73,16 +81,25 @@ type Resolver struct {
 	need Need
 
 	mu     sync.Mutex
-	tgids  map[int32]entry[int32]
+	tgids  map[int32]entry[process]
 	facts  map[int32]entry[Facts]
 	groups map[int32]entry[[]uint32] // by thread
 	tagged map[int32]entry[string]   // by process: its tag's group, or ""
 }
 
-// entry is a cached value and the time it was read, in ns.
+// entry is a cached value, the time it was read, in ns, and the Ident of
+// the thread or process it was read for.
 type entry[T any] struct {
 	v  T
 	at int64
+	id uint64
+}
+
+// process is what a thread id resolved to: its process and that process's
+// Ident; pid is 0 when it could not be read.
+type process struct {
+	pid int32
+	id  uint64
 }
 
 // NewResolver returns a Resolver for the rules of c with default settings.
@@ -96,9 +113,10 @@ func NewResolver(c *Classifier) *Resolver {
 		ReadTgid:   Tgid,
 		ReadFacts:  ReadFacts,
 		ReadGroups: ReadGroups,
+		Ident:      Ident,
 		c:          c,
 		need:       Need{Comm: comm, Cgroups: cgroup, Groups: groups},
-		tgids:      map[int32]entry[int32]{},
+		tgids:      map[int32]entry[process]{},
 		facts:      map[int32]entry[Facts]{},
 		groups:     map[int32]entry[[]uint32]{},
 	}
@@ -110,25 +128,31 @@ func NewResolver(c *Classifier) *Resolver {
 // kernel originated, or a caller in a pid namespace sluice cannot see) is
 // classified by uid and gid alone, as is a thread whose process cannot be
 // read from /proc; such failures are cached like successes. A time before
-// that of a cached entry makes the entry stale.
+// that of a cached entry makes the entry stale. With no tags and no rule
+// looking at /proc, nothing is read; otherwise each call takes the
+// thread's Ident, and cached entries serve it while it matches.
 func (r *Resolver) Group(now int64, uid, gid uint32, tid uint32) string {
 	k := Caller{UID: uid, GID: gid}
-	if r.Tags != nil && tid != 0 && tid <= math.MaxInt32 {
-		if pid := r.tgid(now, int32(tid)); pid > 0 {
-			g := cached(r, &r.tagged, pid, now, func(pid int32) string {
-				g, _ := r.Tags.Of(pid)
-				return g
-			})
-			if g != "" {
-				return g
-			}
+	tagged := r.Tags != nil && r.Tags.any()
+	if tid == 0 || tid > math.MaxInt32 || !tagged && !r.need.any() {
+		return r.c.Classify(&k)
+	}
+	p := r.processOf(now, int32(tid))
+	if p.pid <= 0 {
+		return r.c.Classify(&k)
+	}
+	if tagged {
+		g := cached(r, &r.tagged, p.pid, p.id, now, func(pid int32) string {
+			g, _ := r.Tags.Of(pid)
+			return g
+		})
+		if g != "" {
+			return g
 		}
 	}
-	if tid != 0 && tid <= math.MaxInt32 && r.need.any() {
-		if pid := r.tgid(now, int32(tid)); pid > 0 {
-			f := r.procFacts(now, pid)
-			k.PID, k.Comm, k.Cgroups, k.Groups = pid, f.Comm, f.Cgroups, f.Groups
-		}
+	if r.need.any() {
+		f := r.procFacts(now, p)
+		k.PID, k.Comm, k.Cgroups, k.Groups = p.pid, f.Comm, f.Cgroups, f.Groups
 	}
 	return r.c.Classify(&k)
 }
@@ -141,11 +165,15 @@ func (r *Resolver) Groups(now int64, tid uint32) []uint32 {
 	if tid == 0 || tid > math.MaxInt32 {
 		return nil
 	}
+	id, ok := r.ident(int32(tid))
+	if !ok {
+		return nil
+	}
 	read := r.ReadGroups
 	if read == nil {
 		read = ReadGroups
 	}
-	return cached(r, &r.groups, int32(tid), now, func(tid int32) []uint32 {
+	return cached(r, &r.groups, int32(tid), id, now, func(tid int32) []uint32 {
 		gs, err := read(tid)
 		if err != nil {
 			return nil
@@ -154,45 +182,72 @@ func (r *Resolver) Groups(now int64, tid uint32) []uint32 {
 	})
 }
 
-// tgid returns the process of thread tid, or 0 if it cannot be read.
-func (r *Resolver) tgid(now int64, tid int32) int32 {
+// ident returns the Ident of id; ok is false when it cannot be read.
+// Without caching it is never needed, and is 0.
+func (r *Resolver) ident(id int32) (_ uint64, ok bool) {
+	if r.ttl() < 0 {
+		return 0, true
+	}
+	read := r.Ident
+	if read == nil {
+		read = Ident
+	}
+	n, err := read(id)
+	return n, err == nil
+}
+
+// processOf returns the process of thread tid, with pid 0 if it cannot
+// be read.
+func (r *Resolver) processOf(now int64, tid int32) process {
+	id, ok := r.ident(tid)
+	if !ok {
+		return process{}
+	}
 	read := r.ReadTgid
 	if read == nil {
 		read = Tgid
 	}
-	return cached(r, &r.tgids, tid, now, func(tid int32) int32 {
+	return cached(r, &r.tgids, tid, id, now, func(tid int32) process {
 		pid, err := read(tid)
-		if err != nil {
-			return 0
+		if err != nil || pid <= 0 {
+			return process{}
 		}
-		return pid
+		if pid == tid {
+			return process{pid, id}
+		}
+		pidID, ok := r.ident(pid)
+		if !ok {
+			return process{}
+		}
+		return process{pid, pidID}
 	})
 }
 
-// procFacts returns what is known about process pid.
-func (r *Resolver) procFacts(now int64, pid int32) Facts {
+// procFacts returns what is known about process p.
+func (r *Resolver) procFacts(now int64, p process) Facts {
 	read := r.ReadFacts
 	if read == nil {
 		read = ReadFacts
 	}
-	return cached(r, &r.facts, pid, now, func(pid int32) Facts {
+	return cached(r, &r.facts, p.pid, p.id, now, func(pid int32) Facts {
 		f, _ := read(pid, r.need) // partial facts classify as well as they can
 		return f
 	})
 }
 
-// cached returns (*m)[key] while it is fresh at now; otherwise it reads
-// the value anew, outside the lock, and stores it.
-func cached[T any](r *Resolver, m *map[int32]entry[T], key int32, now int64, read func(int32) T) T {
+// cached returns (*m)[key] while it is fresh at now and was read for the
+// thread or process whose Ident is id; otherwise it reads the value anew,
+// outside the lock, and stores it.
+func cached[T any](r *Resolver, m *map[int32]entry[T], key int32, id uint64, now int64, read func(int32) T) T {
 	r.mu.Lock()
 	e, ok := (*m)[key]
 	r.mu.Unlock()
-	if ok && r.fresh(now, e.at) {
+	if ok && e.id == id && r.fresh(now, e.at) {
 		return e.v
 	}
 	v := read(key)
 	r.mu.Lock()
-	*m = store(r, *m, key, entry[T]{v, now}, now)
+	*m = store(r, *m, key, entry[T]{v, now, id}, now)
 	r.mu.Unlock()
 	return v
 }

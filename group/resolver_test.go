@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -13,9 +14,28 @@ type fakeProc struct {
 	mu         sync.Mutex
 	tgid       map[int32]int32
 	facts      map[int32]Facts
+	ids        map[int32]uint64 // Ident of each thread or process id; 0 if not set
 	tgidReads  int
 	factsReads int
+	identReads int
 	lastNeed   Need
+}
+
+func (f *fakeProc) ident(id int32) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.identReads++
+	return f.ids[id], nil
+}
+
+// reuse gives id to a new thread (or process): its Ident changes.
+func (f *fakeProc) reuse(id int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ids == nil {
+		f.ids = map[int32]uint64{}
+	}
+	f.ids[id]++
 }
 
 func (f *fakeProc) readTgid(tid int32) (int32, error) {
@@ -57,7 +77,7 @@ func newFake(t *testing.T, rules ...string) (*Resolver, *fakeProc) {
 		},
 	}
 	r := NewResolver(mustRules(t, rules...))
-	r.ReadTgid, r.ReadFacts = f.readTgid, f.readFacts
+	r.ReadTgid, r.ReadFacts, r.Ident = f.readTgid, f.readFacts, f.ident
 	return r, f
 }
 
@@ -135,8 +155,123 @@ func TestResolverNoProcRules(t *testing.T) {
 	if got := r.Group(0, 1000, 0, 101); got != "a" {
 		t.Errorf("Group = %q", got)
 	}
-	if tr, fr := f.reads(); tr != 0 || fr != 0 {
-		t.Errorf("uid-only rules read /proc: %d, %d", tr, fr)
+	if tr, fr := f.reads(); tr != 0 || fr != 0 || f.identReads != 0 {
+		t.Errorf("uid-only rules read /proc: %d, %d, %d idents", tr, fr, f.identReads)
+	}
+	// Nor does an empty set of tags.
+	r.Tags = &Tags{}
+	r.Group(0, 1000, 0, 101)
+	if tr, fr := f.reads(); tr != 0 || fr != 0 || f.identReads != 0 {
+		t.Errorf("uid-only rules with no tags read /proc: %d, %d, %d idents", tr, fr, f.identReads)
+	}
+}
+
+// TestResolverReuse: an id that a new thread or process has taken over
+// within the TTL is resolved anew, never answered from what was read for
+// the one before: a cached entry holds the Ident of what it was read for.
+func TestResolverReuse(t *testing.T) {
+	r, f := newFake(t, "sync comm=rsync", "build comm=make")
+	check := func(now int64, tid uint32, want string, wantTgid, wantFacts int) {
+		t.Helper()
+		if got := r.Group(now, 1000, 1000, tid); got != want {
+			t.Errorf("Group(%d, tid %d) = %q; want %q", now, tid, got, want)
+		}
+		if tr, fr := f.reads(); tr != wantTgid || fr != wantFacts {
+			t.Errorf("after Group(%d, tid %d): %d tgid reads, %d facts reads; want %d, %d", now, tid, tr, fr, wantTgid, wantFacts)
+		}
+	}
+	check(0, 101, "sync", 1, 1)
+	check(10*ms, 101, "sync", 1, 1) // cached
+	check(0, 200, "build", 2, 2)
+
+	// Process 100 (rsync) exits; thread id 101 goes to a thread of new
+	// process 300 (make).
+	f.mu.Lock()
+	delete(f.tgid, 100)
+	delete(f.facts, 100)
+	f.tgid[101], f.facts[300] = 300, Facts{Comm: "make"}
+	f.mu.Unlock()
+	f.reuse(101)
+	check(20*ms, 101, "build", 3, 3)
+	check(30*ms, 101, "build", 3, 3) // the new thread's entry is cached in turn
+
+	// Process 200 (make) exits and a new process 200 (rsync) starts:
+	// thread and process id both reused.
+	f.mu.Lock()
+	f.facts[200] = Facts{Comm: "rsync"}
+	f.mu.Unlock()
+	f.reuse(200)
+	check(40*ms, 200, "sync", 4, 4)
+
+	// A thread of process 200 whose own entry is fresh, but whose
+	// process's id was taken over: the thread is new too, since a thread
+	// does not outlive its process, and both are read again.
+	f.mu.Lock()
+	f.tgid[201] = 200
+	f.mu.Unlock()
+	check(50*ms, 201, "sync", 5, 4)
+	f.mu.Lock()
+	f.facts[200] = Facts{Comm: "make"}
+	f.mu.Unlock()
+	f.reuse(200)
+	f.reuse(201)
+	check(60*ms, 201, "build", 6, 5)
+
+	// Supplementary groups follow the thread in the same way.
+	gs := map[int32][]uint32{101: {50}}
+	r.ReadGroups = func(tid int32) ([]uint32, error) { return gs[tid], nil }
+	if g := r.Groups(70*ms, 101); len(g) != 1 || g[0] != 50 {
+		t.Fatalf("groups of thread 101: %v", g)
+	}
+	gs[101] = []uint32{60}
+	if g := r.Groups(80*ms, 101); g[0] != 50 {
+		t.Fatalf("groups of thread 101 within the TTL: %v, want the cached [50]", g)
+	}
+	f.reuse(101)
+	if g := r.Groups(90*ms, 101); g[0] != 60 {
+		t.Errorf("groups of a new thread 101 within the TTL: %v, want [60]", g)
+	}
+}
+
+// TestResolverReuseTagged: a process that takes over the id of a tagged
+// process, or of a thread of one, is not in the tag's group, though the
+// tagged one's answer is still cached.
+func TestResolverReuseTagged(t *testing.T) {
+	r, f := newFake(t, "build comm=make")
+	type proc struct {
+		ppid  int32
+		start uint64
+	}
+	procs := map[int32]proc{1: {0, 1}, 100: {1, 10}, 200: {1, 20}}
+	r.Tags = &Tags{
+		ReadStat: func(pid int32) (int32, uint64, error) {
+			p, ok := procs[pid]
+			if !ok {
+				return 0, 0, errors.New("no such process")
+			}
+			return p.ppid, p.start, nil
+		},
+		ReadCgroup: func(int32) (string, error) { return "", nil },
+	}
+	if err := r.Tags.Tag(100, "batch"); err != nil {
+		t.Fatal(err)
+	}
+	if g := r.Group(0, 1000, 1000, 101); g != "batch" {
+		t.Fatalf("thread 101 of tagged process 100: %q", g)
+	}
+	// Process 100 exits; a new process 100 (make) starts, not a
+	// descendant of the tagged one.
+	procs[100] = proc{1, 99}
+	f.mu.Lock()
+	f.facts[100] = Facts{Comm: "make"}
+	f.mu.Unlock()
+	f.reuse(100)
+	f.reuse(101)
+	if g := r.Group(10*ms, 1000, 1000, 101); g != "build" {
+		t.Errorf("a new process reusing a tagged id, within the TTL: %q, want build", g)
+	}
+	if g := r.Group(20*ms, 1000, 1000, 100); g != "build" {
+		t.Errorf("a new process reusing a tagged id, within the TTL: %q, want build", g)
 	}
 }
 
@@ -193,6 +328,7 @@ func TestResolverConcurrent(t *testing.T) {
 // own, read once per thread within the TTL and again after it.
 func TestResolverGroups(t *testing.T) {
 	r := NewResolver(mustRules(t, "tenant uid=7"))
+	r.Ident = func(int32) (uint64, error) { return 0, nil }
 	reads := 0
 	r.ReadGroups = func(tid int32) ([]uint32, error) {
 		reads++
@@ -217,5 +353,31 @@ func TestResolverGroups(t *testing.T) {
 	}
 	if g := r.Groups(2*sec, 0); g != nil || reads != 3 {
 		t.Fatalf("Groups of tid 0 = %v after %d reads, want none and no read", g, reads)
+	}
+}
+
+// The per-request cost of classifying by /proc: a cached answer (with the
+// thread's Ident taken, as on every request), against what an Ident and
+// a read of /proc/PID/stat each cost.
+func BenchmarkResolverCached(b *testing.B) {
+	r := NewResolver(&Classifier{Rules: []Rule{{Group: "sync", Comm: "rsync"}}})
+	tid := uint32(syscall.Gettid())
+	r.Group(0, 1, 1, tid)
+	for b.Loop() {
+		r.Group(1, 1, 1, tid)
+	}
+}
+
+func BenchmarkIdent(b *testing.B) {
+	tid := int32(syscall.Gettid())
+	for b.Loop() {
+		Ident(tid)
+	}
+}
+
+func BenchmarkReadStat(b *testing.B) {
+	tid := int32(syscall.Gettid())
+	for b.Loop() {
+		ReadStat(tid)
 	}
 }

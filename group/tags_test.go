@@ -3,6 +3,8 @@ package group
 import (
 	"errors"
 	"os"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -47,5 +49,97 @@ func TestReadStat(t *testing.T) {
 	ppid, start, err := ReadStat(int32(os.Getpid()))
 	if err != nil || ppid != int32(os.Getppid()) || start == 0 {
 		t.Errorf("ReadStat(self) = %d, %d, %v; want parent %d", ppid, start, err, os.Getppid())
+	}
+}
+
+// TestTagsCgroup: a process tagged in a cgroup made for it tags the
+// cgroup: a process in it or below it is in the group though it has left
+// the tagged process's tree, after the tagged process is gone, until the
+// cgroup empties; a deeper tagged cgroup wins; a cgroup not named for the
+// tagged process tags nothing.
+func TestTagsCgroup(t *testing.T) {
+	type proc struct {
+		ppid   int32
+		start  uint64
+		cgroup string
+	}
+	procs := map[int32]proc{
+		1:   {0, 1, "/"},
+		100: {1, 10, "/exec-100-10"},
+		300: {1, 30, "/exec-100-10"}, // started by 100, daemonized
+		150: {100, 15, "/exec-100-10/exec-150-15"},
+		400: {1, 40, "/"},
+		500: {1, 50, "/exec-9-9"}, // a cgroup made for another process
+		501: {500, 51, "/exec-9-9"},
+		502: {1, 52, "/exec-9-9"},
+	}
+	exists := map[string]bool{"/exec-100-10": true, "/exec-100-10/exec-150-15": true, "/exec-9-9": true}
+	removed := map[string]bool{}
+	tags := &Tags{
+		ReadStat: func(pid int32) (int32, uint64, error) {
+			p, ok := procs[pid]
+			if !ok {
+				return 0, 0, errors.New("no such process")
+			}
+			return p.ppid, p.start, nil
+		},
+		ReadCgroup: func(pid int32) (string, error) {
+			p, ok := procs[pid]
+			if !ok {
+				return "", errors.New("no such process")
+			}
+			return p.cgroup, nil
+		},
+		// As rmdir in a cgroup hierarchy: refused while a process or a
+		// cgroup is in it.
+		RemoveCgroup: func(cg string) error {
+			if !exists[cg] {
+				return syscall.ENOENT
+			}
+			for _, p := range procs {
+				if p.cgroup == cg || strings.HasPrefix(p.cgroup, cg+"/") {
+					return syscall.EBUSY
+				}
+			}
+			for c := range exists {
+				if strings.HasPrefix(c, cg+"/") {
+					return syscall.EBUSY
+				}
+			}
+			delete(exists, cg)
+			removed[cg] = true
+			return nil
+		},
+	}
+	for _, tg := range []struct {
+		pid   int32
+		group string
+	}{{100, "batch"}, {150, "inner"}, {500, "x"}} {
+		if err := tags.Tag(tg.pid, tg.group); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[int32]string{100: "batch", 300: "batch", 150: "inner", 400: "", 500: "x", 501: "x", 502: "", 1: ""}
+	for pid, w := range want {
+		if g, _ := tags.Of(pid); g != w {
+			t.Errorf("process %d in %q, want %q", pid, g, w)
+		}
+	}
+	// The tagged process exits; the daemonized one is still in the group.
+	delete(procs, 100)
+	if g, _ := tags.Of(300); g != "batch" {
+		t.Errorf("daemonized process 300 after the tagged process exited: in %q, want batch", g)
+	}
+	tags.Tag(400, "y")
+	if len(removed) != 0 {
+		t.Errorf("cgroups removed while processes are in them: %v", removed)
+	}
+	// Once the last process in a tagged cgroup is gone, the next tag
+	// removes it and forgets it.
+	delete(procs, 300)
+	delete(procs, 150)
+	tags.Tag(400, "y")
+	if !removed["/exec-100-10"] || !removed["/exec-100-10/exec-150-15"] || len(tags.cgroups) != 0 {
+		t.Errorf("removed %v, %d cgroups left; want both removed", removed, len(tags.cgroups))
 	}
 }

@@ -2,15 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"sluice/backing"
@@ -234,58 +230,4 @@ func cmdReload(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "sluice reload: warning: %s\n", note)
 	}
 	return nil
-}
-
-func execFlags() (*flag.FlagSet, *string, *string) {
-	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
-	mount := fs.String("mount", "", "the mount point whose throttle charges the command (required)")
-	name := fs.String("group", "", "the group the command's I/O through that mount is charged to (required)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sluice exec --mount MOUNTPOINT --group NAME -- CMD [ARGS...]
-
-Runs CMD so that its reads and writes through MOUNTPOINT, and those of every
-process it starts, are charged to group NAME, ahead of any --group rule, with
-no cgroup to set up. The assignment ends with the process tree. The group's
-limits are set as for any group (mount --limit, sluice set). Only the user
-who mounted (normally root) may do it.
-  sluice exec --mount /mnt/data --group batch -- rsync -a /mnt/data/src/ /backup/
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	return fs, mount, name
-}
-
-func cmdExec(args []string, stdout, stderr io.Writer) error {
-	fs, mount, name := execFlags()
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return helpFor(fs, stdout, err)
-		}
-		return usageError{err}
-	}
-	cmd := fs.Args()
-	switch {
-	case *mount == "":
-		return usagef("--mount is required: the mount point whose throttle charges the command")
-	case *name == "":
-		return usagef("--group is required: the group the command is charged to")
-	case len(cmd) == 0:
-		return usagef("want a command after the flags (sluice exec --mount M --group G -- CMD ARGS...)")
-	}
-	if err := group.ValidName(*name); err != nil {
-		return usagef("--group %s: %v", *name, err)
-	}
-	path, err := exec.LookPath(cmd[0])
-	if err != nil {
-		return err
-	}
-	// Tag this process, then become the command: it keeps the process id
-	// and start time the tag holds.
-	if err := control.Tag(*mount, int32(os.Getpid()), *name); err != nil {
-		return err
-	}
-	return syscall.Exec(path, cmd, os.Environ())
 }
