@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -482,6 +484,9 @@ func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 	if name == "" {
 		name = "a file"
 	}
+	if sst.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return m.reconcileDir(name, src, fds, roots, r.Path == "/")
+	}
 	for i := range m.dirs {
 		if i == src || roots[i] < 0 {
 			continue
@@ -505,24 +510,84 @@ func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 	return stale
 }
 
+// reconcileDir returns the mirrors whose directory fds[i] holds other
+// entries (names and types) than the first mirror's, fds[src], or that
+// lack the directory while it has a name there: a namespace change there
+// was cut short, which only a resync mends. In the root (root set), the
+// set's own files are left out.
+func (m *Mirror) reconcileDir(name string, src int, fds, roots []int, root bool) (stale []int) {
+	want, err := dirEntries(fds[src], root)
+	if err != nil {
+		return nil
+	}
+	var sst unix.Stat_t
+	unix.Fstat(fds[src], &sst)
+	for i := range m.dirs {
+		if i == src || roots[i] < 0 {
+			continue
+		}
+		if fds[i] < 0 {
+			if sst.Nlink > 0 {
+				m.log("mirror %s: directory %s was being changed when the set was last stopped and is not in it, while it is in %s: the mirror is stale", m.dirs[i], name, m.dirs[src])
+				stale = append(stale, i)
+			}
+			continue
+		}
+		got, err := dirEntries(fds[i], root)
+		if err != nil || !maps.Equal(got, want) {
+			m.log("mirror %s: directory %s was being changed when the set was last stopped and holds other entries than in %s: the mirror is stale (sluice resync mends it)", m.dirs[i], name, m.dirs[src])
+			stale = append(stale, i)
+		}
+	}
+	return stale
+}
+
+// dirEntries returns the names and types in the directory open as fd,
+// less the set's own files when root.
+func dirEntries(fd int, root bool) (map[string]fs.FileMode, error) {
+	d, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(d), "")
+	defer f.Close()
+	des, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]fs.FileMode, len(des))
+	for _, de := range des {
+		if root && IsStateFile(de.Name()) {
+			continue
+		}
+		out[de.Name()] = de.Type()
+	}
+	return out, nil
+}
+
 // openRecorded opens, in the mirror whose root is root and identity id,
-// the regular file r names, for reading and writing, never waiting.
+// the regular file or directory r names, never waiting: a file for
+// reading and writing, a directory for reading.
 func openRecorded(root int, r intentRecord, id string) (int, error) {
-	const flags = unix.O_RDWR | unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	var fd int
-	var err error
-	if h, ok := r.Handles[id]; ok {
-		fd, err = unix.OpenByHandleAt(root, unix.NewFileHandle(h.Type, h.Bytes), flags)
-	} else if r.Path != "" {
-		fd, err = unix.Openat2(root, trimRoot(r.Path), &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH})
-	} else {
+	const flags = unix.O_NONBLOCK | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	open := func(mode int) (int, error) {
+		if h, ok := r.Handles[id]; ok {
+			return unix.OpenByHandleAt(root, unix.NewFileHandle(h.Type, h.Bytes), flags|mode)
+		}
+		if r.Path != "" {
+			return unix.Openat2(root, trimRoot(r.Path), &unix.OpenHow{Flags: uint64(flags | mode), Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH})
+		}
 		return -1, syscall.ENOENT
+	}
+	fd, err := open(unix.O_RDWR)
+	if err == syscall.EISDIR {
+		fd, err = open(unix.O_RDONLY | unix.O_DIRECTORY)
 	}
 	if err != nil {
 		return -1, err
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		unix.Close(fd)
 		return -1, syscall.ENOENT
 	}

@@ -626,6 +626,21 @@ func (m *Mirror) enter(ents []Entry, ok []int) Entry {
 	return Entry{ID: id, Attr: ents[ok[0]].Attr}
 }
 
+// record records o as being changed (IntentFile): its content, or the
+// entries of a directory. It returns the call that ends the change, or
+// EIO when the record could not be written: the change must not start.
+func (m *Mirror) record(o *mobj) (end func(), err error) {
+	if m.intents == nil {
+		return func() {}, nil
+	}
+	end, err = m.intents.begin(o)
+	if err != nil {
+		m.log("%v: failing the change", err)
+		return nil, syscall.EIO
+	}
+	return end, nil
+}
+
 // lockNames locks the set's namespace, for a change of it (change) or
 // for an operation whose outcome on a mirror depends on it, and returns
 // the unlock. A namespace change (an entry made, removed or renamed)
@@ -666,6 +681,13 @@ func (m *Mirror) entry(parent ID, kind changeKind, op func(i int, t Tree, p ID) 
 		return Entry{}, err
 	}
 	m.touch(o, kind)
+	if kind != noChange {
+		end, err := m.record(o)
+		if err != nil {
+			return Entry{}, err
+		}
+		defer end()
+	}
 	ents := make([]Entry, len(m.dirs))
 	ok, err := m.fan(o, func(i int, p ID) (err error) {
 		ents[i], err = op(i, m.trees[i], p)
@@ -752,13 +774,11 @@ func (m *Mirror) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
 	}
 	if set.Size != nil {
 		m.touch(o, dataChange)
-		if m.intents != nil {
-			end, err := m.intents.begin(o)
-			if err != nil {
-				return syscall.Stat_t{}, syscall.EIO
-			}
-			defer end()
+		end, err := m.record(o)
+		if err != nil {
+			return syscall.Stat_t{}, err
 		}
+		defer end()
 	} else {
 		m.touch(o, metaChange)
 	}
@@ -839,6 +859,13 @@ func (m *Mirror) change(parent ID, names bool, op func(t Tree, p ID) error) erro
 		return err
 	}
 	m.touch(o, metaChange)
+	if names {
+		end, err := m.record(o)
+		if err != nil {
+			return err
+		}
+		defer end()
+	}
 	_, err = m.fan(o, func(i int, p ID) error { return op(m.trees[i], p) })
 	return err
 }
@@ -874,6 +901,13 @@ func (m *Mirror) Rename(parent ID, name string, newParent ID, newName string, fl
 	}
 	m.touch(o, metaChange)
 	m.touch(np, metaChange)
+	for _, d := range []*mobj{o, np} {
+		end, err := m.record(d)
+		if err != nil {
+			return err
+		}
+		defer end()
+	}
 	_, err = m.fan(o, func(i int, p ID) error {
 		if np.sub[i] == 0 {
 			return syscall.ENOENT
@@ -951,6 +985,13 @@ func (m *Mirror) create(parent ID, flags uint32, names bool, op func(t Tree, p I
 		return Entry{}, nil, err
 	}
 	m.touch(o, metaChange)
+	if names {
+		end, err := m.record(o)
+		if err != nil {
+			return Entry{}, nil, err
+		}
+		defer end()
+	}
 	ents := make([]Entry, len(m.dirs))
 	files := make([]*File, len(m.dirs))
 	ok, err := m.fan(o, func(i int, p ID) (err error) {
@@ -981,13 +1022,11 @@ func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
 	}
 	if flags&syscall.O_TRUNC != 0 {
 		m.touch(o, dataChange)
-		if m.intents != nil {
-			end, err := m.intents.begin(o)
-			if err != nil {
-				return nil, syscall.EIO
-			}
-			defer end()
+		end, err := m.record(o)
+		if err != nil {
+			return nil, err
 		}
+		defer end()
 	}
 	files := make([]*File, len(m.dirs))
 	ok, err := m.fan(o, func(i int, sub ID) (err error) {
@@ -1127,11 +1166,10 @@ func (s *fileSet) each(kind changeKind, op func(f *File) error) error {
 	if len(on) == 0 {
 		return syscall.EIO
 	}
-	if kind == dataChange && m.intents != nil {
-		end, err := m.intents.begin(s.obj)
+	if kind == dataChange {
+		end, err := m.record(s.obj)
 		if err != nil {
-			m.log("%v: failing the write", err)
-			return syscall.EIO
+			return err
 		}
 		defer end()
 	}
