@@ -446,7 +446,9 @@ func (m *Mirror) recoverIntents() error {
 // reconcile makes the file r names equal on the healthy mirrors, from the
 // first healthy mirror on which it is found, and returns the mirrors that
 // must be marked stale: where it differs and cannot be copied, or where it
-// is gone while it still has a name on the first.
+// is gone while it still has a name on the first. A directory r names
+// must hold the same entries (names and types; in the root, less the
+// set's own files) on every mirror, or the mirror is stale.
 func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 	fds := make([]int, len(m.dirs))
 	for i := range fds {
@@ -480,63 +482,44 @@ func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 	if err := unix.Fstat(fds[src], &sst); err != nil {
 		return nil
 	}
-	name := r.Path
+	name, what := r.Path, "file"
 	if name == "" {
-		name = "a file"
+		name = "an object"
 	}
-	if sst.Mode&unix.S_IFMT == unix.S_IFDIR {
-		return m.reconcileDir(name, src, fds, roots, r.Path == "/")
+	dir := sst.Mode&unix.S_IFMT == unix.S_IFDIR
+	var want map[string]fs.FileMode
+	if dir {
+		what = "directory"
+		var err error
+		if want, err = dirEntries(fds[src], r.Path == "/"); err != nil {
+			return nil
+		}
 	}
 	for i := range m.dirs {
 		if i == src || roots[i] < 0 {
 			continue
 		}
-		if fds[i] < 0 {
-			if sst.Nlink > 0 {
-				m.log("mirror %s: %s was being written when the set was last stopped and is not in it, while it is in %s: the mirror is stale", m.dirs[i], name, m.dirs[src])
-				stale = append(stale, i)
-			}
-			continue
-		}
-		n, err := copyIfDiffers(fds[src], fds[i], sst.Size)
 		switch {
-		case err != nil:
-			m.log("mirror %s: making %s equal to %s's after an interrupted write: %v: the mirror is stale", m.dirs[i], name, m.dirs[src], err)
-			stale = append(stale, i)
-		case n > 0:
-			m.log("mirror %s: %s differed from %s's after an interrupted write (%d bytes copied)", m.dirs[i], name, m.dirs[src], n)
-		}
-	}
-	return stale
-}
-
-// reconcileDir returns the mirrors whose directory fds[i] holds other
-// entries (names and types) than the first mirror's, fds[src], or that
-// lack the directory while it has a name there: a namespace change there
-// was cut short, which only a resync mends. In the root (root set), the
-// set's own files are left out.
-func (m *Mirror) reconcileDir(name string, src int, fds, roots []int, root bool) (stale []int) {
-	want, err := dirEntries(fds[src], root)
-	if err != nil {
-		return nil
-	}
-	var sst unix.Stat_t
-	unix.Fstat(fds[src], &sst)
-	for i := range m.dirs {
-		if i == src || roots[i] < 0 {
-			continue
-		}
-		if fds[i] < 0 {
+		case fds[i] < 0:
 			if sst.Nlink > 0 {
-				m.log("mirror %s: directory %s was being changed when the set was last stopped and is not in it, while it is in %s: the mirror is stale", m.dirs[i], name, m.dirs[src])
+				m.log("mirror %s: %s %s was being changed when the set was last stopped and is not in it, while it is in %s: the mirror is stale", m.dirs[i], what, name, m.dirs[src])
 				stale = append(stale, i)
 			}
-			continue
-		}
-		got, err := dirEntries(fds[i], root)
-		if err != nil || !maps.Equal(got, want) {
-			m.log("mirror %s: directory %s was being changed when the set was last stopped and holds other entries than in %s: the mirror is stale (sluice resync mends it)", m.dirs[i], name, m.dirs[src])
-			stale = append(stale, i)
+		case dir:
+			// A namespace change cut short, which only a resync mends.
+			if got, err := dirEntries(fds[i], r.Path == "/"); err != nil || !maps.Equal(got, want) {
+				m.log("mirror %s: directory %s was being changed when the set was last stopped and holds other entries than in %s: the mirror is stale (sluice resync mends it)", m.dirs[i], name, m.dirs[src])
+				stale = append(stale, i)
+			}
+		default:
+			n, err := copyIfDiffers(fds[src], fds[i], sst.Size)
+			switch {
+			case err != nil:
+				m.log("mirror %s: making %s equal to %s's after an interrupted write: %v: the mirror is stale", m.dirs[i], name, m.dirs[src], err)
+				stale = append(stale, i)
+			case n > 0:
+				m.log("mirror %s: %s differed from %s's after an interrupted write (%d bytes copied)", m.dirs[i], name, m.dirs[src], n)
+			}
 		}
 	}
 	return stale

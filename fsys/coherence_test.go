@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sluice/group"
+	"sluice/internal/loopfs"
 )
 
 // coherenceMount mounts with uid 4101 in group "slow", which has a read and
@@ -152,44 +152,7 @@ func loopExt4(t *testing.T, inodes int) string {
 // on a loop device and returns where; it is unmounted when the test ends.
 func loopFS(t *testing.T, size int64, args ...string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: mounting a file system on a loop device needs root")
-	}
-	mkfs, err := exec.LookPath("mkfs.ext4")
-	if err != nil {
-		t.Skip("skipping: no mkfs.ext4 (install e2fsprogs) to make a small ext4 file system")
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skipf("skipping: no loop devices: %v", err)
-	}
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	os.Chmod(filepath.Dir(dir), 0o755)
-	img, root := filepath.Join(dir, "ext4.img"), filepath.Join(dir, "ext4")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, size); err != nil {
-		t.Fatal(err)
-	}
-	// With a journal (the default) ext4 hands out the lowest free inode
-	// number at once; without one it holds back recently deleted ones.
-	if out, err := exec.Command(mkfs, append(append([]string{"-q", "-F"}, args...), img)...).CombinedOutput(); err != nil {
-		t.Fatalf("%s -q -F %v %s: %v\n%s", mkfs, args, img, err, out)
-	}
-	if out, err := exec.Command("mount", "-t", "ext4", "-o", "loop", img, root).CombinedOutput(); err != nil {
-		t.Skipf("skipping: cannot mount an ext4 image on a loop device: mount -o loop: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", root).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v\n%s(detaching it instead)", root, err, out)
-			unix.Unmount(root, unix.MNT_DETACH)
-		}
-	})
-	return root
+	return loopfs.Ext4(t, size, loopfs.Options{Mkfs: args})
 }
 
 // heldFDs counts this process's descriptors of path (also once deleted):

@@ -44,18 +44,27 @@ func fillAs(t *testing.T, uid int, path string) int64 {
 	return total
 }
 
+// reservedFS makes an ext4 file system of size bytes, 40 % of it reserved
+// for root, and returns its root and a directory u in it that everyone
+// may write.
+func reservedFS(t *testing.T, size int64) (root, u string) {
+	t.Helper()
+	needFUSE(t)
+	root = loopFS(t, size, "-m", "40", "-N", "128")
+	u = filepath.Join(root, "u")
+	if err := os.Mkdir(u, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(u, 0o777)
+	return root, u
+}
+
 // TestReservedBlocks: a caller without CAP_SYS_RESOURCE fills the file
 // system through the mount only as far as it can on SOURCE directly: the
 // blocks ext4 reserves for root stay reserved (and disk quotas, enforced
 // the same way, are not bypassed).
 func TestReservedBlocks(t *testing.T) {
-	needFUSE(t)
-	root := loopFS(t, 24<<20, "-m", "40", "-N", "128")
-	u := filepath.Join(root, "u")
-	if err := os.Mkdir(u, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(u, 0o777)
+	root, u := reservedFS(t, 24<<20)
 	for _, tc := range []struct {
 		name   string
 		limits []group.LimitSpec
@@ -88,15 +97,9 @@ func TestReservedBlocks(t *testing.T) {
 // blocks ext4 reserves for root fails as it does on SOURCE (ENOSPC, with
 // what it could allocate kept), and leaves root's reserve whole.
 func TestFallocateReserved(t *testing.T) {
-	needFUSE(t)
 	// Over the free space at which writes switch to the caller's
 	// credentials (nearFullBytes), with a reserve larger than it.
-	root := loopFS(t, 1<<30, "-m", "40", "-N", "128")
-	u := filepath.Join(root, "u")
-	if err := os.Mkdir(u, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(u, 0o777)
+	root, u := reservedFS(t, 1<<30)
 	statfs := func() (avail, free int64) {
 		var st syscall.Statfs_t
 		if err := syscall.Statfs(root, &st); err != nil {

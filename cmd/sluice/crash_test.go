@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"sluice/control"
+	"sluice/internal/loopfs"
 )
 
 // TestMirrorCrash: the daemon killed (SIGKILL) while a tenant writes a
@@ -77,7 +78,7 @@ done`, "sh", mnt)
 func crashRounds(t *testing.T, prepare func(u string) error, work func(mnt string, round int) *exec.Cmd, diff func(a, b string) string) {
 	needMount(t)
 	dir, _, mnt := srcMnt(t)
-	a, b := syncFS(t, dir, 64<<20), filepath.Join(dir, "b")
+	a, b := syncFS(t, 64<<20), filepath.Join(dir, "b")
 	os.Mkdir(b, 0o755)
 	for _, d := range []string{a, b} {
 		u := filepath.Join(d, "u")
@@ -156,39 +157,11 @@ func names(t *testing.T, d string) string {
 }
 
 // syncFS mounts a new ext4 file system of size bytes, on a loop device
-// with the sync option, in dir and returns a directory in it; it is unmounted
-// when the test ends.
-func syncFS(t *testing.T, dir string, size int64) string {
+// writing its image with direct I/O and with the sync option, and returns
+// a directory in it; it is unmounted when the test ends.
+func syncFS(t *testing.T, size int64) string {
 	t.Helper()
-	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
-		t.Skip("skipping: no mkfs.ext4 (install e2fsprogs)")
-	}
-	img, root := filepath.Join(dir, "slow.img"), filepath.Join(dir, "slow")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, size); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
-	}
-	// Direct I/O to the image: the loop device's writes wait for the
-	// disk, not for the page cache.
-	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", img).Output()
-	if err != nil {
-		t.Skipf("skipping: no loop device: %v", err)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
-	if out, err := exec.Command("mount", "-t", "ext4", "-o", "sync", dev, root).CombinedOutput(); err != nil {
-		t.Fatalf("mount %s: %v\n%s", dev, err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", root).Run() })
-	m := filepath.Join(root, "m") // beside lost+found
+	m := filepath.Join(loopfs.Ext4(t, size, loopfs.Options{Mount: "sync", DirectIO: true}), "m") // beside lost+found
 	if err := os.Mkdir(m, 0o755); err != nil {
 		t.Fatal(err)
 	}

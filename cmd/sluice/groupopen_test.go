@@ -14,22 +14,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestGroupMaxOpen: a tenant opening a file 1000 times and holding the
-// opens gets EMFILE at --group-max-open, while another group's tenant
-// still opens and lists through the mount, with the daemon's descriptor
-// limit at 256; the first tenant opens again once it closes one.
-func TestGroupMaxOpen(t *testing.T) {
+// tenantTree skips the test unless it can mount and run the daemon under
+// prlimit, whose path it returns with a source holding a file f and a
+// directory d of 20 entries, and a mount point.
+func tenantTree(t *testing.T) (prlimit, src, mnt string) {
+	t.Helper()
 	needMount(t)
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
 		t.Skip("skipping: no prlimit (util-linux)")
 	}
-	_, src, mnt := srcMnt(t)
-	os.WriteFile(filepath.Join(src, "f"), []byte("shared file\n"), 0o644)
+	_, src, mnt = srcMnt(t)
+	os.WriteFile(filepath.Join(src, "f"), []byte("a tenant's file\n"), 0o644)
 	os.Mkdir(filepath.Join(src, "d"), 0o755)
 	for i := range 20 {
 		os.WriteFile(filepath.Join(src, "d", strconv.Itoa(i)), nil, 0o644)
 	}
+	return prlimit, src, mnt
+}
+
+// TestGroupMaxOpen: a tenant opening a file 1000 times and holding the
+// opens gets EMFILE at --group-max-open, while another group's tenant
+// still opens and lists through the mount, with the daemon's descriptor
+// limit at 256; the first tenant opens again once it closes one.
+func TestGroupMaxOpen(t *testing.T) {
+	prlimit, src, mnt := tenantTree(t)
 	const limit, quota, opens = 256, 100, 1000
 	cmd := sluice("mount", "--group", "a uid=4101", "--group", "b uid=4102", "--group-max-open", strconv.Itoa(quota), src, mnt)
 	cmd.Path, cmd.Args = prlimit, append([]string{"prlimit", fmt.Sprintf("--nofile=%d:%d", limit, limit), "--"}, cmd.Args...)

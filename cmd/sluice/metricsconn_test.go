@@ -21,17 +21,7 @@ import (
 // at 128, 300 of them leave a tenant's open and ls through the mount
 // working, and /metrics answers again once the held ones time out.
 func TestMetricsHalfSent(t *testing.T) {
-	needMount(t)
-	prlimit, err := exec.LookPath("prlimit")
-	if err != nil {
-		t.Skip("skipping: no prlimit (util-linux)")
-	}
-	_, src, mnt := srcMnt(t)
-	os.WriteFile(filepath.Join(src, "f"), []byte("the tenant's file\n"), 0o644)
-	os.Mkdir(filepath.Join(src, "d"), 0o755)
-	for i := range 20 {
-		os.WriteFile(filepath.Join(src, "d", strconv.Itoa(i)), nil, 0o644)
-	}
+	prlimit, src, mnt := tenantTree(t)
 	addr := freeAddr(t)
 	const limit, conns = 128, 300
 	const timeout = 500 * time.Millisecond
