@@ -262,15 +262,15 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 		nextID: RootID + 1,
 	}
 	staleIDs := map[string]bool{}
+	joined, err := m.identify()
+	if err != nil {
+		return nil, err
+	}
 	for i, dir := range dirs {
 		st, err := readState(dir)
 		if err != nil {
 			return nil, fmt.Errorf("mirror %s: %v", dir, err)
 		}
-		if slices.Contains(m.self, st.ID) {
-			return nil, fmt.Errorf("mirror %s: the same directory as another mirror (%s has the same id %s)", dir, StateFile, st.ID)
-		}
-		m.self = append(m.self, st.ID)
 		for _, id := range st.Stale {
 			staleIDs[id] = true
 		}
@@ -279,10 +279,21 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 		m.objs[RootID].sub[i] = RootID
 	}
 	for i, id := range m.self {
-		m.stale[i] = staleIDs[id]
+		m.stale[i] = staleIDs[id] || joined[i]
 	}
 	if !slices.Contains(m.stale, false) {
 		return nil, fmt.Errorf("every mirror is marked stale in %s: nothing to serve from", StateFile)
+	}
+	if slices.Contains(joined, true) {
+		// Recorded, so that a restart before the resync keeps them
+		// stale.
+		m.mu.Lock()
+		m.relive()
+		err := m.saveState()
+		m.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 	}
 	if err := m.recoverIntents(); err != nil {
 		return nil, err
@@ -312,6 +323,74 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 	}
 	m.intents = in
 	return m, nil
+}
+
+// identify gives each mirror its identity (m.self) from its StateFile,
+// and reports the mirrors joining the set, which must be resynced before
+// they serve: a directory without a StateFile where another mirror has
+// one (a new mirror, empty or seeded with a copy that left the state
+// files out), and a copy of another mirror's directory whose StateFile
+// came with it (cp -a, rsync -a), which gets an identity of its own. A
+// set none of whose mirrors has a StateFile is new: its mirrors must hold
+// the same tree already. The same directory given twice is refused.
+func (m *Mirror) identify() (joined []bool, err error) {
+	n := len(m.dirs)
+	joined = make([]bool, n)
+	has := make([]bool, n)
+	ids := make([]string, n)
+	keys := make([]devIno, n)
+	for i, dir := range m.dirs {
+		var st unix.Stat_t
+		if err := unix.Stat(dir, &st); err != nil {
+			return nil, fmt.Errorf("mirror %s: %v", dir, err)
+		}
+		keys[i] = devIno{st.Dev, st.Ino}
+		for j := range i {
+			if keys[j] == keys[i] {
+				return nil, fmt.Errorf("mirror %s: the same directory as mirror %s", dir, m.dirs[j])
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(dir, StateFile))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("mirror %s: %v", dir, err)
+		}
+		var ms mirrorState
+		if err := json.Unmarshal(b, &ms); err != nil || ms.ID == "" {
+			return nil, fmt.Errorf("%s is not a mirror state file (%v); move it away to start afresh", filepath.Join(dir, StateFile), err)
+		}
+		has[i], ids[i] = true, ms.ID
+		for j := range i {
+			if ids[j] == ms.ID {
+				m.log("mirror %s holds a copy of mirror %s's %s (the same id %s): it gets an id of its own, and is stale until sluice resync makes it equal",
+					dir, m.dirs[j], StateFile, ms.ID)
+				has[i], joined[i] = false, true
+				// What the copy recorded of files being written is the
+				// other mirror's.
+				os.Remove(filepath.Join(dir, IntentFile))
+				break
+			}
+		}
+	}
+	old := slices.Contains(has, true)
+	for i, dir := range m.dirs {
+		if !has[i] {
+			var id [8]byte
+			rand.Read(id[:])
+			ids[i] = hex.EncodeToString(id[:])
+			if err := writeState(dir, mirrorState{ID: ids[i]}); err != nil {
+				return nil, fmt.Errorf("mirror %s: %v", dir, err)
+			}
+			if old && !joined[i] {
+				m.log("mirror %s is new to the set (it has no %s): it is stale until sluice resync copies the set onto it", dir, StateFile)
+				joined[i] = true
+			}
+		}
+	}
+	m.self = ids
+	return joined, nil
 }
 
 // readState reads dir's StateFile, creating it with a new identity when
@@ -421,7 +500,9 @@ func (m *Mirror) compare() error {
 	if len(diffs) > 10 {
 		diffs = append(diffs[:10], fmt.Sprintf("and %d more", len(diffs)-10))
 	}
-	return fmt.Errorf("the mirrors differ; make them equal first (for example rsync -aHAX --delete %s/ OTHER/):\n  %s", refDir, strings.Join(diffs, "\n  "))
+	return fmt.Errorf("the mirrors differ; make them equal first (for example rsync -aHAX --delete --exclude='/%s*' %s/ OTHER/), "+
+		"or serve the set with one mirror holding the data and add the others empty, then run sluice resync:\n  %s",
+		StateFile, refDir, strings.Join(diffs, "\n  "))
 }
 
 // relive rebuilds the list of healthy mirrors and the read policy over
