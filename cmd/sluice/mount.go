@@ -175,7 +175,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 		go metrics.Serve(ln, mux, metrics.ServerOptions{ReadHeaderTimeout: to, ReadTimeout: to, WriteTimeout: to, IdleTimeout: to, MaxConns: o.metricsConns})
 		log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	}
-	t := &target{m: m, opts: opts, args: args, config: config}
+	t := &target{m: m, opts: opts, args: args, config: config, flags: flagValues(o)}
 	srv, err := control.Listen(opts.Mountpoint, t)
 	if err != nil {
 		m.Unmount()
@@ -194,15 +194,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	defer signal.Stop(hup)
 	go func() {
 		for range hup {
-			note, err := t.Reload()
-			switch {
-			case err != nil:
-				log.Warn("SIGHUP: reload refused, the running configuration stays", "err", err)
-			case note != "":
-				log.Warn("SIGHUP: reloaded", "config", config, "note", note)
-			default:
-				log.Info("SIGHUP: reloaded", "config", config)
-			}
+			t.reload("SIGHUP")
 		}
 	}()
 
@@ -257,6 +249,9 @@ type target struct {
 	m      *fsys.FS
 	args   []string // the mount's command line, read again by Reload
 	config string   // its config file, if any
+	// flags holds the value of each mount flag the mount runs with, as
+	// flagValues gives it; a reload changes none of those it compares.
+	flags map[string]string
 
 	mu   sync.Mutex
 	opts fsys.Options
@@ -511,82 +506,6 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 		opts.Logger.Info("--group rules imply --allow-other (other users' access is still checked: default_permissions)")
 	}
 	return opts, nil
-}
-
-// Reload reads the mount's command line and config file again and applies
-// what can change on a running mount: the groups' rules and limits (a
-// group whose limits the file no longer gives, or gives fewer of, goes
-// back to max for those) and the read policy. Requests in flight are not
-// dropped. A file that does not parse or check is refused and nothing
-// changes; other changed settings are named in the note, as needing a
-// remount.
-func (t *target) Reload() (note string, err error) {
-	if t.config == "" {
-		return "", errors.New("this mount was started without --config: nothing to reload")
-	}
-	next, _, err := commandOptions(t.args, io.Discard, io.Discard)
-	if err != nil {
-		return "", err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	cur := t.opts
-	if next.ReadPolicy != cur.ReadPolicy && t.m.Mirrors() != nil {
-		if err := t.m.Mirrors().SetPolicy(next.ReadPolicy); err != nil {
-			return "", err
-		}
-	}
-	t.m.SetRules(next.Rules)
-	// Each group named before or now gets every key: the file's value, or
-	// max.
-	full := map[string]group.LimitSpec{}
-	var order []string
-	for _, l := range append(slices.Clone(cur.Limits), next.Limits...) {
-		if _, ok := full[l.Group]; !ok {
-			zero := int64(0)
-			full[l.Group] = group.LimitSpec{Group: l.Group, RBPS: &zero, WBPS: &zero, RIOPS: &zero, WIOPS: &zero}
-			order = append(order, l.Group)
-		}
-	}
-	for _, l := range next.Limits {
-		f := full[l.Group]
-		for _, p := range []struct {
-			dst **int64
-			v   *int64
-		}{{&f.RBPS, l.RBPS}, {&f.WBPS, l.WBPS}, {&f.RIOPS, l.RIOPS}, {&f.WIOPS, l.WIOPS}} {
-			if p.v != nil {
-				*p.dst = p.v
-			}
-		}
-		full[l.Group] = f
-	}
-	for _, g := range order {
-		t.m.SetLimit(full[g])
-	}
-	var stale []string
-	for name, same := range map[string]bool{
-		"source":                        cur.Source == next.Source && slices.Equal(cur.Mirrors, next.Mirrors),
-		"mountpoint":                    cur.Mountpoint == next.Mountpoint,
-		"max-io, readahead, cache, ...": cur.Options.Options == next.Options.Options,
-		"allow-other":                   cur.AllowOther == next.AllowOther,
-		"passthrough":                   cur.Passthrough == next.Passthrough,
-		"max-open":                      cur.MaxOpen == next.MaxOpen,
-		"map-dirty":                     cur.MapDirty == next.MapDirty,
-		"write-cache":                   cur.WriteCache == next.WriteCache,
-		"cache-mode":                    cur.CacheMode == next.CacheMode,
-		"debug":                         cur.Debug == next.Debug,
-	} {
-		if !same {
-			stale = append(stale, name)
-		}
-	}
-	next.Source, next.Mirrors, next.Mountpoint = cur.Source, cur.Mirrors, cur.Mountpoint
-	t.opts = next
-	if len(stale) > 0 {
-		slices.Sort(stale)
-		return fmt.Sprintf("changed but applied only by a remount: %s", strings.Join(stale, "; ")), nil
-	}
-	return "", nil
 }
 
 // spareProcs gives the Go runtime as many more Ps as the FUSE server keeps

@@ -205,8 +205,9 @@ the groups' rules and limits and a mirror set's read policy. Requests in
 flight are not dropped. A group whose limits the file no longer gives goes
 back to max. A file that does not parse or check is refused with the error,
 and the running configuration stays as it was. Settings that only a remount
-changes (SOURCE, max-io, cache-mode, ...) are named. SIGHUP to the mount
-does the same.
+changes (SOURCE, max-io, cache-mode, ...) are named when the file's value
+differs from the one the mount runs, with both values. What was applied is
+printed, and logged by the mount. SIGHUP to the mount does the same.
   sluice reload /mnt/data
 `)
 	}
@@ -226,8 +227,15 @@ func cmdReload(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if note != "" {
-		fmt.Fprintf(stderr, "sluice reload: warning: %s\n", note)
+	// The note: what was applied, a line each, then warnings.
+	for _, line := range strings.Split(note, "\n") {
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "warning: "):
+			fmt.Fprintf(stderr, "sluice reload: %s\n", line)
+		default:
+			fmt.Fprintf(stdout, "sluice reload: %s\n", line)
+		}
 	}
 	return nil
 }
