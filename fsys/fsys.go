@@ -101,6 +101,13 @@ type Options struct {
 	CacheMode CacheMode
 	// Debug logs every FUSE request. The default is false.
 	Debug bool
+	// ReadOnly mounts read-only (MS_RDONLY): every write, create or
+	// change through the mount fails with EROFS. The default is false.
+	ReadOnly bool
+	// NoExec mounts noexec (MS_NOEXEC): no file on the mount may be
+	// executed (EACCES). The default is false. The mount is always
+	// nosuid and nodev.
+	NoExec bool
 	// Logger receives what the mount reports (a mirror turning stale, the
 	// FUSE library's complaints). The default is slog.Default().
 	Logger *slog.Logger
@@ -286,6 +293,19 @@ func Mount(opts Options) (*FS, error) {
 		// would.
 		ExtraCapabilities: fuse.CAP_ASYNC_DIO | fuse.CAP_DIRECT_IO_ALLOW_MMAP |
 			fuse.CAP_DONT_MASK | fuse.CAP_HANDLE_KILLPRIV_V2,
+	}
+	// Mount flags: nosuid and nodev always (as fusermount mounts), ro and
+	// noexec when asked. go-fuse makes MS_ flags of nosuid, nodev and
+	// noexec; ro reaches fusermount as an option, and mount(2) as
+	// MS_RDONLY (and in its data, which the kernel reads as the same).
+	mo.Options = append(mo.Options, "nosuid", "nodev")
+	mo.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV
+	if opts.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+		mo.DirectMountFlags |= syscall.MS_RDONLY
+	}
+	if opts.NoExec {
+		mo.Options = append(mo.Options, "noexec")
 	}
 	dirty := cmp.Or(opts.MapDirty, DefaultMapDirty)
 	if opts.WriteCache {

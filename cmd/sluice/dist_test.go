@@ -67,7 +67,7 @@ func TestCompletion(t *testing.T) {
 	if got := complete("sluice", "re"); got != "resync reload" {
 		t.Errorf("commands for 're': %q", got)
 	}
-	if got := complete("sluice", "mount", "--read"); got != "--read-policy --readahead --readahead-budget" {
+	if got := complete("sluice", "mount", "--read"); got != "--read-only --read-policy --readahead --readahead-budget" {
 		t.Errorf("mount flags for '--read': %q", got)
 	}
 	if got := complete("sluice", "mount", "--read-policy", ""); got != "adaptive pid roundrobin latency" {

@@ -21,7 +21,8 @@ import (
 // as `mount.fuse.sluice SOURCE MOUNTPOINT [-n] [-s] [-v] [-f] -o OPTIONS`.
 // sluice installed under that name (a link) turns the options into mount
 // flags (config=FILE is --config FILE, any mount flag by its name, with _
-// for -; the generic options mount(8) passes along are ignored), checks
+// for -; ro and noexec are --read-only and --noexec; the other generic
+// options mount(8) passes along are ignored), checks
 // them as the command line would, starts `sluice mount` in the background
 // and returns once the mount serves, or with its error.
 
@@ -31,19 +32,46 @@ sluice installed as /sbin/mount.fuse.sluice (a link to the binary) mounts
 /etc/fstab lines of type fuse.sluice:
   /srv/data  /mnt/data  fuse.sluice  config=/etc/sluice/data.toml,nofail  0 0
 OPTIONS are mount flags by name (config=FILE, cache-mode=kernel, limit=...
-as on the command line, allow_other), and the generic options mount passes
-along (defaults, rw, nofail, _netdev, noauto, x-systemd.*...), which are
-ignored. SOURCE "none" or "-" leaves the source to the config file. The
-mount runs in the background; its log goes to /run/sluice/mount.NAME.log.
+as on the command line, allow_other), the mount flags ro (--read-only) and
+noexec (--noexec), and the generic options mount passes along (defaults, rw,
+nofail, _netdev, noauto, x-systemd.*...), which are ignored. The mount is
+always nosuid and nodev (those options are accepted; suid and dev are
+refused). A limit is limit=GROUP\040KEY=VALUE (\040 is fstab's space) or
+limit=GROUP:KEY=VALUE:KEY=VALUE, e.g. limit=default:rbps=10MiB:wbps=5MiB.
+SOURCE "none" or "-" leaves the source to the config file. The mount runs
+in the background; its log goes to /run/sluice/mount.NAME.log.
 `
 
 // genericOptions are the mount(8) options a FUSE helper receives and that
-// mean nothing to sluice.
+// mean nothing to sluice, or are always in force (nosuid, nodev).
 var genericOptions = map[string]bool{
-	"defaults": true, "rw": true, "auto": true, "noauto": true, "nofail": true, "_netdev": true,
-	"user": true, "nouser": true, "users": true, "owner": true, "group": true, "nosuid": true, "suid": true,
-	"nodev": true, "dev": true, "exec": true, "noexec": true, "async": true, "atime": true,
+	"defaults": true, "auto": true, "noauto": true, "nofail": true, "_netdev": true,
+	"user": true, "nouser": true, "users": true, "owner": true, "group": true, "nosuid": true,
+	"nodev": true, "async": true, "atime": true,
 	"noatime": true, "relatime": true, "strictatime": true, "nodiratime": true, "diratime": true,
+}
+
+// flagOptions are the mount(8) options that are sluice mount flags under
+// another name; a later option wins, as with mount(8).
+var flagOptions = map[string]string{
+	"ro": "--read-only", "rw": "--read-only=false",
+	"noexec": "--noexec", "exec": "--noexec=false",
+}
+
+// refusedOptions are the options an fstab line may not give, and why.
+var refusedOptions = map[string]string{
+	"suid":         "a sluice mount is always nosuid (as FUSE mounts are): set-user-ID bits are not honoured",
+	"dev":          "a sluice mount is always nodev (as FUSE mounts are): device files are not opened",
+	"unmount-dead": "--unmount-dead mounts nothing (the service runs it before it mounts)",
+}
+
+// fstabLimit turns the spelling limit=GROUP:KEY=VALUE:... into the
+// command line's "GROUP KEY=VALUE ..."; no group name or limit holds ':'.
+func fstabLimit(value string) string {
+	if strings.Contains(value, " ") {
+		return value
+	}
+	return strings.ReplaceAll(value, ":", " ")
 }
 
 // fstabArgs turns a mount helper's arguments into `sluice mount` ones;
@@ -64,7 +92,17 @@ func fstabArgs(args []string) (mount []string, fake bool, err error) {
 				if genericOptions[key] || strings.HasPrefix(key, "x-") || key == "comment" {
 					continue
 				}
+				if flag, ok := flagOptions[o]; ok {
+					mount = append(mount, flag)
+					continue
+				}
 				name := strings.ReplaceAll(key, "_", "-")
+				if why, ok := refusedOptions[name]; ok {
+					return nil, false, usagef("-o %s: %s", o, why)
+				}
+				if name == "limit" {
+					value = fstabLimit(value)
+				}
 				f := fs.Lookup(name)
 				if f == nil {
 					return nil, false, usagef("-o %s: unknown option; want a mount flag's name (sluice help mount) or a generic mount option", o)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -108,5 +109,78 @@ func copyFile(t *testing.T, from, to string, mode os.FileMode) {
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// mountOptionsOf returns the options /proc/mounts shows for the mount on
+// path (the topmost one).
+func mountOptionsOf(path string) []string {
+	b, _ := os.ReadFile("/proc/mounts")
+	var opts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 3 && f[1] == path {
+			opts = strings.Split(f[3], ",")
+		}
+	}
+	return opts
+}
+
+// TestFstabMountFlags: the fstab options ro, noexec, nosuid and nodev
+// become flags of the FUSE mount, shown in /proc/mounts and enforced by
+// the kernel: a write fails with EROFS, an exec with EACCES. Limits are
+// given as limit=GROUP KEY=VALUE (the space written \040 in fstab) or
+// limit=GROUP:KEY=VALUE:...; suid and dev, which a sluice mount never
+// honours, are refused, as is unmount_dead, which mounts nothing.
+func TestFstabMountFlags(t *testing.T) {
+	needMount(t)
+	dir, src, mnt := srcMnt(t)
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	os.WriteFile(filepath.Join(src, "hello"), []byte("hello"), 0o644)
+	copyFile(t, "/bin/true", filepath.Join(src, "true"), 0o755)
+	cfg := filepath.Join(dir, "data.toml")
+	os.WriteFile(cfg, []byte("[[group]]\nname = \"t\"\nmatch = [\"uid=4242\"]\n"), 0o644)
+
+	for _, o := range []string{"suid", "dev", "unmount_dead"} {
+		if out, err := fstabHelper(src, mnt, "-o", "config="+cfg+","+o).CombinedOutput(); err == nil || !strings.Contains(string(out), "-o "+o+":") {
+			t.Errorf("-o %s: %v, want it refused\n%s", o, err, out)
+		}
+	}
+	if isMounted(mnt) {
+		t.Fatal("mounted by a refused option")
+	}
+
+	out, err := fstabHelper(src, mnt, "-o", "config="+cfg+",ro,noexec,nosuid,nodev,nofail,limit=default rbps=1MiB,limit=t:wbps=3MiB:riops=50").CombinedOutput()
+	if err != nil {
+		t.Fatalf("mount.fuse.sluice: %v\n%s", err, out)
+	}
+	got := " " + strings.Join(mountOptionsOf(mnt), " ") + " "
+	for _, want := range []string{"ro", "noexec", "nosuid", "nodev"} {
+		if !strings.Contains(got, " "+want+" ") {
+			t.Errorf("/proc/mounts shows %q for the mount, without %s", got, want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "hello")); err != nil || string(b) != "hello" {
+		t.Errorf("read through a read-only mount: %q, %v", b, err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "new"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("create on a read-only mount: %v, want EROFS", err)
+	}
+	if f, err := os.OpenFile(filepath.Join(mnt, "hello"), os.O_WRONLY, 0); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("open for writing on a read-only mount: %v, want EROFS", err)
+		if f != nil {
+			f.Close()
+		}
+	}
+	if err := exec.Command(filepath.Join(mnt, "true")).Run(); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("exec on a noexec mount: %v, want EACCES", err)
+	}
+	out, _ = sluice("stat", mnt).Output()
+	for _, want := range []string{"rbps=1MiB", "wbps=3MiB", "riops=50"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("limit %s given in the options is not in force:\n%s", want, out)
+		}
+	}
+	if err := syscall.Unmount(mnt, 0); err != nil {
+		t.Errorf("umount: %v", err)
 	}
 }

@@ -108,6 +108,10 @@ type mountOpts struct {
 	metricsTimeout time.Duration
 	metricsConns   int
 	logLevel       string
+	// Mount flags and the service's clean-up (dist/sluice@.service).
+	readOnly    bool
+	noExec      bool
+	unmountDead bool
 }
 
 func mountFlags() (*flag.FlagSet, *mountOpts) {
@@ -140,6 +144,10 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.DurationVar(&o.metricsTimeout, "metrics-timeout", md.ReadHeaderTimeout, "longest a metrics connection may take to send its request or to take its answer, or wait for its next request")
 	fs.IntVar(&o.metricsConns, "metrics-max-conns", md.MaxConns, "most metrics connections served at once (more are closed as they come)")
 	fs.StringVar(&o.config, "config", "", "a TOML file holding any of these flags under their names, and source, mountpoint, mirrors and [[group]] tables (name, match, limits); flags given here win")
+	// Mount flags (fstab's ro and noexec) and the service's clean-up.
+	fs.BoolVar(&o.readOnly, "read-only", false, "mount read-only (MS_RDONLY; fstab: ro): every write, create or change through the mount fails with EROFS. The mount is always nosuid and nodev")
+	fs.BoolVar(&o.noExec, "noexec", false, "mount noexec (MS_NOEXEC; fstab: noexec): executing a file on the mount fails with EACCES")
+	fs.BoolVar(&o.unmountDead, "unmount-dead", false, "mount nothing: if MOUNTPOINT holds a sluice mount whose daemon has died (statfs fails with ENOTCONN), detach it (umount -l), and exit. A live mount, or another file system's, is left alone; the service runs this before it mounts (ExecStartPre)")
 	fs.Var(&o.mirrors, "mirror", "a directory of a mirror set, served in place of SOURCE (twice or more)")
 	fs.StringVar(&o.policy, "read-policy", mirror.Default, "which mirror serves each read: adaptive (the one expected to answer first: decaying peak latency × reads in flight, sequential streams kept, a recovered mirror probed), pid (caller pid mod mirrors, as btrfs), roundrobin (the next mirror every 256 KiB), latency (lowest lifetime average)")
 	fs.Usage = func() {
@@ -153,6 +161,9 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	opts, o, err := commandOptions(args, stdout, stderr)
 	if err != nil {
 		return err
+	}
+	if o.unmountDead {
+		return unmountDead(opts.Mountpoint, stdout)
 	}
 	config := o.config
 	var ln net.Listener
@@ -188,6 +199,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	} else {
 		log.Info("serving", "source", opts.Source, "mountpoint", opts.Mountpoint)
 	}
+	notify(log, "READY=1") // a Type=notify service is up
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -202,6 +214,7 @@ func cmdMount(args []string, stdout, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		for sig := range sigs {
+			notify(log, "STOPPING=1")
 			log.Info("unmounting", "signal", sig.String(), "mountpoint", opts.Mountpoint)
 			if err := m.Unmount(); err != nil {
 				log.Warn("unmount failed; detaching (the mount goes away when its last open file closes)", "err", err)
@@ -487,6 +500,7 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 		return opts, usagef("--cache-mode %s: want auto, direct or kernel", o.cacheMode)
 	}
 	opts.WriteCache = o.writeCache
+	opts.ReadOnly, opts.NoExec = o.readOnly, o.noExec
 	switch o.mapDirty {
 	case "auto":
 		opts.MapDirty = 0
