@@ -74,6 +74,9 @@ func loadConfig(path string, fs *flag.FlagSet) (*config, error) {
 	md, err := toml.Decode(c.src, &raw)
 	if err != nil {
 		if pe, ok := err.(toml.ParseError); ok {
+			if pe.LastKey != "" {
+				return nil, fmt.Errorf("%s:%d: %s: %s", path, pe.Position.Line, pe.LastKey, pe.Message)
+			}
 			return nil, fmt.Errorf("%s:%d: %s", path, pe.Position.Line, pe.Message)
 		}
 		return nil, fmt.Errorf("%s: %v", path, err)
@@ -85,6 +88,9 @@ func loadConfig(path string, fs *flag.FlagSet) (*config, error) {
 		}
 		name := k[0]
 		line := tomlpos.Line(c.src, k)
+		if t := md.Type(name); t == "Hash" || t == "ArrayHash" {
+			line = tomlpos.Line(c.src, toml.Key{name, "0"}) // its [table] header
+		}
 		errf := func(format string, a ...any) error {
 			return fmt.Errorf("%s:%d: %s: %s", path, line, name, fmt.Sprintf(format, a...))
 		}
@@ -93,7 +99,7 @@ func loadConfig(path string, fs *flag.FlagSet) (*config, error) {
 		case "source", "mountpoint":
 			s, ok := v.(string)
 			if !ok || s == "" {
-				return nil, errf("want a directory, as a string")
+				return nil, errf("want a directory, as a string, not %s", tomlType(v))
 			}
 			if name == "source" {
 				c.source = s
@@ -112,7 +118,7 @@ func loadConfig(path string, fs *flag.FlagSet) (*config, error) {
 				c.mirrors = append(c.mirrors, s)
 			}
 			if !ok || len(list) < 2 {
-				return nil, errf("want two directories or more, as a list of strings")
+				return nil, errf("want two directories or more, as a list of strings, not %s", tomlType(v))
 			}
 			continue
 		case "group":
@@ -120,7 +126,7 @@ func loadConfig(path string, fs *flag.FlagSet) (*config, error) {
 				continue // the keys list the array once per table
 			}
 			groups = true
-			if err := c.loadGroups(md); err != nil {
+			if err := c.loadGroups(md, v); err != nil {
 				return nil, err
 			}
 			continue
@@ -142,39 +148,119 @@ func loadConfig(path string, fs *flag.FlagSet) (*config, error) {
 		case float64:
 			s = strconv.FormatFloat(x, 'g', -1, 64)
 		default:
-			return nil, errf("want a string, number or boolean")
+			return nil, errf("want a string, number or boolean, not %s", tomlType(v))
 		}
 		c.flags = append(c.flags, configFlag{name: name, value: s, line: line})
+	}
+	if c.source != "" && len(c.mirrors) > 0 {
+		// As on the command line (--mirror and SOURCE).
+		return nil, fmt.Errorf("%s:%d: mirrors and source %s: a mirror set is served in place of source; give one of them", path, tomlpos.Line(c.src, toml.Key{"mirrors"}), c.source)
 	}
 	return c, nil
 }
 
-func (c *config) loadGroups(md toml.MetaData) error {
-	var doc struct {
-		Group []configGroup `toml:"group"`
+// tomlType names the TOML type of a decoded value, for errors.
+func tomlType(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case bool:
+		return fmt.Sprintf("the boolean %t", x)
+	case int64:
+		return fmt.Sprintf("the integer %d", x)
+	case float64:
+		return fmt.Sprintf("the float %g", x)
+	case []map[string]any:
+		return "an array of tables"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a table"
 	}
-	if _, err := toml.Decode(c.src, &doc); err != nil {
-		return fmt.Errorf("%s: group: %v", c.path, err)
+	return "a date or time"
+}
+
+// loadGroups reads the [[group]] tables, v as decoded; every error names
+// the line and the field.
+func (c *config) loadGroups(md toml.MetaData, v any) error {
+	var tables []map[string]any
+	inline := false // group = [{...}]: no line of its own for a field
+	switch x := v.(type) {
+	case []map[string]any:
+		tables = x
+	case []any: // group = [{...}, ...]
+		inline = true
+		for _, e := range x {
+			t, ok := e.(map[string]any)
+			if !ok {
+				return fmt.Errorf("%s:%d: group: want [[group]] tables, not a list holding %s", c.path, tomlpos.Line(c.src, toml.Key{"group"}), tomlType(e))
+			}
+			tables = append(tables, t)
+		}
+	default:
+		line := tomlpos.Line(c.src, toml.Key{"group"})
+		if _, ok := v.(map[string]any); ok {
+			line = tomlpos.Line(c.src, toml.Key{"group", "0"})
+		}
+		return fmt.Errorf("%s:%d: group: want [[group]] tables (double brackets: there may be many), not %s", c.path, line, tomlType(v))
 	}
 	for _, k := range md.Keys() {
 		if len(k) == 2 && k[0] == "group" && k[1] != "name" && k[1] != "match" && k[1] != "limits" {
 			return fmt.Errorf("%s:%d: group.%s: unknown field; want name, match or limits", c.path, tomlpos.Line(c.src, k), k[1])
 		}
 	}
-	for i, g := range doc.Group {
-		key := func(f string) toml.Key { return toml.Key{"group", strconv.Itoa(i), f} }
-		if g.Name == "" {
-			return fmt.Errorf("%s:%d: group: a [[group]] needs a name", c.path, tomlpos.Line(c.src, toml.Key{"group", strconv.Itoa(i)}))
+	for i, g := range tables {
+		line := func(f string) int {
+			if inline {
+				return tomlpos.Line(c.src, toml.Key{"group"})
+			}
+			return tomlpos.Line(c.src, toml.Key{"group", strconv.Itoa(i), f})
 		}
-		for _, m := range g.Match {
-			v := g.Name + " " + m
-			c.groups = append(c.groups, v)
-			c.lines["group "+v] = tomlpos.Line(c.src, key("match"))
+		for f := range g {
+			if f != "name" && f != "match" && f != "limits" {
+				return fmt.Errorf("%s:%d: group.%s: unknown field; want name, match or limits", c.path, line(f), f)
+			}
 		}
-		if g.Limits != "" {
-			v := g.Name + " " + g.Limits
-			c.limits = append(c.limits, v)
-			c.lines["limit "+v] = tomlpos.Line(c.src, key("limits"))
+		name, ok := g["name"].(string)
+		if _, given := g["name"]; given && !ok {
+			return fmt.Errorf("%s:%d: group.name: want a group name, as a string, not %s", c.path, line("name"), tomlType(g["name"]))
+		}
+		if name == "" {
+			k := toml.Key{"group", strconv.Itoa(i)} // its header
+			if inline {
+				k = toml.Key{"group"}
+			}
+			return fmt.Errorf("%s:%d: group: a [[group]] needs a name", c.path, tomlpos.Line(c.src, k))
+		}
+		if m, given := g["match"]; given {
+			list, ok := m.([]any)
+			var rules []string
+			for _, e := range list {
+				r, isStr := e.(string)
+				if !isStr {
+					return fmt.Errorf("%s:%d: group.match: want a list of rules, as strings such as \"uid=1001\", not a list holding %s", c.path, line("match"), tomlType(e))
+				}
+				rules = append(rules, r)
+			}
+			if !ok {
+				return fmt.Errorf("%s:%d: group.match: want a list of rules, as strings such as [\"uid=1001\"], not %s", c.path, line("match"), tomlType(m))
+			}
+			for _, r := range rules {
+				v := name + " " + r
+				c.groups = append(c.groups, v)
+				c.lines["group "+v] = line("match")
+			}
+		}
+		if l, given := g["limits"]; given {
+			s, ok := l.(string)
+			if !ok {
+				return fmt.Errorf("%s:%d: group.limits: want limits as one string such as \"rbps=10MiB wiops=100\", not %s", c.path, line("limits"), tomlType(l))
+			}
+			if s != "" {
+				v := name + " " + s
+				c.limits = append(c.limits, v)
+				c.lines["limit "+v] = line("limits")
+			}
 		}
 	}
 	return nil
@@ -192,7 +278,7 @@ func (c *config) apply(fs *flag.FlagSet, o *mountOpts, pos []string) ([]string, 
 			continue
 		}
 		if err := fs.Set(f.name, f.value); err != nil {
-			return nil, fmt.Errorf("%s:%d: %s: %q: %v", c.path, f.line, f.name, f.value, err)
+			return nil, fmt.Errorf("%s:%d: %s: %q: %s", c.path, f.line, f.name, f.value, flagWant(fs.Lookup(f.name), err.Error()))
 		}
 		c.lines[f.name] = f.line
 	}
@@ -200,8 +286,8 @@ func (c *config) apply(fs *flag.FlagSet, o *mountOpts, pos []string) ([]string, 
 	// limits last (the last setting of a key wins).
 	o.groups = append(o.groups, c.groups...)
 	o.limits = append(append(multi{}, c.limits...), o.limits...)
-	if len(o.mirrors) == 0 {
-		o.mirrors = c.mirrors
+	if len(o.mirrors) == 0 && len(pos) != 2 {
+		o.mirrors = c.mirrors // SOURCE on the command line wins over them
 	}
 	switch {
 	case len(pos) > 0:

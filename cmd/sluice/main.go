@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"time"
 )
 
 const usage = `sluice: precise per-tenant I/O limits in front of any directory.
@@ -154,7 +156,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, usageError{err}
+			return nil, usageError{flagError(fs, err)}
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -166,6 +168,98 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// The flag package's errors, as fs.Parse returns them.
+var (
+	flagUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	flagInvalid   = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-+([^:]+): (.*)$`)
+	flagNoValue   = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+)
+
+// flagError rewrites an error of fs.Parse so that it names the flag as
+// it is written (--name), the value given, and what the flag takes; an
+// unknown flag gets the nearest known one, if one is close.
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
+		if near := nearestFlag(fs, m[1]); near != "" {
+			return fmt.Errorf("unknown flag --%s; did you mean --%s?", m[1], near)
+		}
+		return fmt.Errorf("unknown flag --%s", m[1])
+	}
+	if m := flagNoValue.FindStringSubmatch(msg); m != nil {
+		if f := fs.Lookup(m[1]); f != nil {
+			return fmt.Errorf("--%s needs a value: %s", m[1], flagWant(f, ""))
+		}
+		return fmt.Errorf("--%s needs a value", m[1])
+	}
+	if m := flagInvalid.FindStringSubmatch(msg); m != nil {
+		if f := fs.Lookup(m[2]); f != nil {
+			return fmt.Errorf("--%s %s: %s", m[2], m[1], flagWant(f, m[3]))
+		}
+	}
+	if rest, ok := strings.CutPrefix(msg, "bad flag syntax: "); ok {
+		return fmt.Errorf("%s: not a flag (flags are --name or --name=value)", rest)
+	}
+	return err
+}
+
+// flagWant says what flag f takes; why is what its Set said of a value,
+// used when the flag's type has nothing plainer to say.
+func flagWant(f *flag.Flag, why string) string {
+	switch v := f.Value.(type) {
+	case *sizeFlag:
+		return "want a size such as 128KiB or 1.5GiB (k K KiB M MiB G GiB T TiB are powers of 1024; kB MB GB TB powers of 1000)"
+	case *onOff:
+		return "want on or off"
+	case flag.Getter:
+		switch v.Get().(type) {
+		case time.Duration:
+			return "want a duration such as 5ms, 250ms or 2s (a number with a unit: ns, us, ms, s, m, h)"
+		case bool:
+			return fmt.Sprintf("want true or false (--%s alone is true)", f.Name)
+		case int, int64, uint, uint64:
+			return "want a whole number"
+		}
+	}
+	if why != "" && why != "parse error" {
+		return why
+	}
+	return "see sluice help"
+}
+
+// nearestFlag returns the name of fs's flag nearest to name, if it is at
+// most 2 edits away.
+func nearestFlag(fs *flag.FlagSet, name string) string {
+	best, bestD := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // helpFor prints a FlagSet's usage to w when parse returns ErrHelp.
