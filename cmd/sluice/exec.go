@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"syscall"
@@ -62,7 +63,7 @@ func cmdExec(args []string, stdout, stderr io.Writer) error {
 	}
 	path, err := exec.LookPath(cmd[0])
 	if err != nil {
-		return err
+		return notRun(cmd[0], err)
 	}
 	// Enter a cgroup of this process's own, tag this process (the mount
 	// tags the cgroup it finds it in), then become the command: it keeps
@@ -78,5 +79,25 @@ func cmdExec(args []string, stdout, stderr io.Writer) error {
 	if err := control.Tag(*mount, pid, *name); err != nil {
 		return err
 	}
-	return syscall.Exec(path, cmd, os.Environ())
+	return notRun(cmd[0], syscall.Exec(path, cmd, os.Environ()))
+}
+
+// notRun is the error of a command that could not be run, with the shell's
+// exit status: 127 for one not found, 126 for one found but not run.
+func notRun(name string, err error) error {
+	var pe *fs.PathError
+	var ee *exec.Error
+	switch {
+	case errors.As(err, &ee) && errors.Is(ee.Err, exec.ErrNotFound):
+		return exitError{fmt.Errorf("%s: command not found", name), 127}
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &ee):
+		err = ee.Err
+	}
+	code := 126
+	if errors.Is(err, syscall.ENOENT) {
+		code = 127
+	}
+	return exitError{fmt.Errorf("%s: %v", name, err), code}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"time"
 )
@@ -28,6 +29,7 @@ Usage:
   sluice exec --mount M --group G -- CMD   run CMD with its I/O through M charged to G
   sluice completion bash|zsh               a shell completion script
   sluice sim [flags] SCENARIO.toml         run a scenario on virtual time
+  sluice version                           the build's module version and VCS revision
   sluice help [COMMAND]                    this text, or a command's flags
 
 Run 'sluice help mount' for the limit and group syntax.
@@ -85,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdTop(rest, stdout, stderr)
 	case "sim":
 		err = cmdSim(rest, stdout, stderr)
+	case "version", "--version":
+		err = cmdVersion(rest, stdout)
 	case "help", "-h", "-help", "--help":
 		return cmdHelp(rest, stdout, stderr)
 	default:
@@ -92,11 +96,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var ue usageError
+	var xe exitError
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &xe):
+		fmt.Fprintf(stderr, "sluice %s: %v\n", args[0], err)
+		return xe.code
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "sluice %s: %v\nRun 'sluice help %s' for usage.\n", args[0], err, args[0])
 		return 2
@@ -115,6 +123,12 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "completion":
 		fmt.Fprint(stdout, completionHelp)
+		return 0
+	case "help":
+		fmt.Fprint(stdout, helpHelp)
+		return 0
+	case "version":
+		fmt.Fprint(stdout, versionHelp)
 		return 0
 	case "mount":
 		fs, _ = mountFlags()
@@ -139,6 +153,61 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stdout)
 	fs.Usage()
 	return 0
+}
+
+const helpHelp = `Usage: sluice help [COMMAND]
+
+Prints the overview of sluice's commands, or with COMMAND that command's
+usage and flags.
+  sluice help mount
+`
+
+const versionHelp = `Usage: sluice version
+
+Prints the version of the sluice module the binary was built from, the
+VCS revision and its time, whether the tree held uncommitted changes, and
+the Go version, as the build recorded them.
+  sluice version
+`
+
+// cmdVersion prints what the build recorded of itself.
+func cmdVersion(args []string, stdout io.Writer) error {
+	if len(args) != 0 {
+		return usagef("takes no arguments, got %q", strings.Join(args, " "))
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return errors.New("the binary holds no build information")
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(unknown)"
+	}
+	fmt.Fprintf(stdout, "sluice %s\n", v)
+	set := map[string]string{}
+	for _, s := range bi.Settings {
+		set[s.Key] = s.Value
+	}
+	if rev := set["vcs.revision"]; rev != "" {
+		fmt.Fprintf(stdout, "revision %s", rev)
+		if t := set["vcs.time"]; t != "" {
+			fmt.Fprintf(stdout, " of %s", t)
+		}
+		if set["vcs.modified"] == "true" {
+			fmt.Fprint(stdout, ", with uncommitted changes")
+		}
+		fmt.Fprintln(stdout)
+	} else {
+		fmt.Fprintln(stdout, "revision unknown (built without VCS information)")
+	}
+	fmt.Fprintf(stdout, "built with %s\n", bi.GoVersion)
+	return nil
+}
+
+// exitError ends sluice with status code, after its message.
+type exitError struct {
+	error
+	code int
 }
 
 // usageError is a malformed command line.
