@@ -510,6 +510,7 @@ func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 			if got, err := dirEntries(fds[i], r.Path == "/"); err != nil || !maps.Equal(got, want) {
 				m.log("mirror %s: directory %s was being changed when the set was last stopped and holds other entries than in %s: the mirror is stale (sluice resync mends it)", m.dirs[i], name, m.dirs[src])
 				stale = append(stale, i)
+				continue
 			}
 		default:
 			n, err := copyIfDiffers(fds[src], fds[i], sst.Size)
@@ -517,9 +518,16 @@ func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 			case err != nil:
 				m.log("mirror %s: making %s equal to %s's after an interrupted write: %v: the mirror is stale", m.dirs[i], name, m.dirs[src], err)
 				stale = append(stale, i)
+				continue
 			case n > 0:
 				m.log("mirror %s: %s differed from %s's after an interrupted write (%d bytes copied)", m.dirs[i], name, m.dirs[src], n)
 			}
+		}
+		// Owner, mode, extended attributes and times as on the first
+		// mirror: a change of them may have been cut short too.
+		if err := copyMeta(fds[src], fds[i], &sst); err != nil {
+			m.log("mirror %s: giving %s the attributes it has in %s after an interrupted change: %v: the mirror is stale", m.dirs[i], name, m.dirs[src], err)
+			stale = append(stale, i)
 		}
 	}
 	return stale

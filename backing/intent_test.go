@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestStaleMarkUnrecorded: a write that fails on one mirror marks it
@@ -83,6 +85,9 @@ func TestIntentRecovery(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dirs[0], "f"), want, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// And a change of its mode and an extended attribute, cut short too.
+	os.Chmod(filepath.Join(dirs[0], "f"), 0o600)
+	xattr := unix.Setxattr(filepath.Join(dirs[0], "f"), "user.tag", []byte("v1"), 0) == nil
 	m, err = NewMirror(dirs, MirrorOptions{Now: clock()})
 	if err != nil {
 		t.Fatalf("opening the set with f recorded and different: %v", err)
@@ -92,6 +97,13 @@ func TestIntentRecovery(t *testing.T) {
 	}
 	if s := m.Stats(); s[0].State != Healthy || s[1].State != Healthy {
 		t.Errorf("mirrors %s and %s after mending f, want both healthy", s[0].State, s[1].State)
+	}
+	if fi, err := os.Stat(filepath.Join(dirs[1], "f")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the second mirror's f after the set opened: %v, %v; want mode 0600 as the first's", fi.Mode(), err)
+	}
+	buf := make([]byte, 16)
+	if n, err := unix.Getxattr(filepath.Join(dirs[1], "f"), "user.tag", buf); xattr && (err != nil || string(buf[:n]) != "v1") {
+		t.Errorf("the second mirror's f after the set opened: user.tag %q, %v; want v1 as the first's", buf[:max(n, 0)], err)
 	}
 	m.Close()
 	if b, _ := os.ReadFile(filepath.Join(dirs[0], IntentFile)); len(parseLog(b)) != 0 {

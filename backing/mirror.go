@@ -707,8 +707,8 @@ func (m *Mirror) enter(ents []Entry, ok []int) Entry {
 	return Entry{ID: id, Attr: ents[ok[0]].Attr}
 }
 
-// record records o as being changed (IntentFile): its content, or the
-// entries of a directory. It returns the call that ends the change, or
+// record records o as being changed (IntentFile): its content, its
+// attributes, or the entries of a directory. It returns the call that ends the change, or
 // EIO when the record could not be written: the change must not start.
 func (m *Mirror) record(o *mobj) (end func(), err error) {
 	if m.intents == nil {
@@ -855,14 +855,14 @@ func (m *Mirror) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
 	}
 	if set.Size != nil {
 		m.touch(o, dataChange)
-		end, err := m.record(o)
-		if err != nil {
-			return syscall.Stat_t{}, err
-		}
-		defer end()
 	} else {
 		m.touch(o, metaChange)
 	}
+	end, err := m.record(o)
+	if err != nil {
+		return syscall.Stat_t{}, err
+	}
+	defer end()
 	sts := make([]syscall.Stat_t, len(m.dirs))
 	ok, err := m.fan(o, func(i int, sub ID) (err error) {
 		var sf *File
@@ -940,13 +940,11 @@ func (m *Mirror) change(parent ID, names bool, op func(t Tree, p ID) error) erro
 		return err
 	}
 	m.touch(o, metaChange)
-	if names {
-		end, err := m.record(o)
-		if err != nil {
-			return err
-		}
-		defer end()
+	end, err := m.record(o)
+	if err != nil {
+		return err
 	}
+	defer end()
 	_, err = m.fan(o, func(i int, p ID) error { return op(m.trees[i], p) })
 	return err
 }
