@@ -143,7 +143,10 @@ func TestServiceNotifyRestart(t *testing.T) {
 			case <-exited:
 				t.Fatalf("ExecStart exited before READY=1: %v\n%s", cmd.ProcessState, stderr.String())
 			case <-timeout:
-				t.Fatalf("no READY=1 within 10 s of ExecStart (mounted: %v)\n%s", isMounted(mnt), stderr.String())
+				mounted := isMounted(mnt)
+				cmd.Process.Kill()
+				<-exited
+				t.Fatalf("no READY=1 within 10 s of ExecStart (mounted: %v)\n%s", mounted, stderr.String())
 			}
 		}
 	}
