@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"sluice/control"
 )
 
 // TestReloadReportsRunning: a reload names exactly the settings whose
@@ -64,14 +68,36 @@ func TestReloadReportsRunning(t *testing.T) {
 	if !strings.Contains(o, "applied: "+want) || e != "" {
 		t.Errorf("reload of a changed limit: stdout %q, stderr %q; want %q", o, e, want)
 	}
+
+	// SIGHUP, with max-io in the file again: applied and warned of in
+	// the log.
+	write("max-io = \"64KiB\"\n")
+	cmd.Process.Signal(syscall.SIGHUP)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out, err := sluice("stat", "--json", mnt).Output()
+		var st control.Status
+		if err == nil && json.Unmarshal(out, &st) == nil {
+			if g := find(st, "t"); g != nil && g.Limits == "rbps=1MiB wbps=max riops=max wiops=max" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("limits 10 s after SIGHUP: %s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
 	// The log, read once the mount has exited.
 	cmd.Process.Signal(syscall.SIGTERM)
 	<-exited
-	if !strings.Contains(log.String(), "msg=\"sluice reload: reloaded\"") {
-		t.Fatalf("the mount's log names no reload:\n%s", log.String())
-	}
-	if !strings.Contains(log.String(), want) {
-		t.Errorf("the mount's log lacks %q:\n%s", want, log.String())
+	for _, w := range []string{
+		`level=INFO msg="sluice reload: reloaded"`, want,
+		`level=WARN msg="SIGHUP: reloaded"`, "limits of t rbps=2MiB wbps=max riops=max wiops=10 → rbps=1MiB wbps=max riops=max wiops=max",
+		`needs_remount="max-io 128KiB → 64KiB"`,
+	} {
+		if !strings.Contains(log.String(), w) {
+			t.Errorf("the mount's log lacks %q:\n%s", w, log.String())
+		}
 	}
 }
 
