@@ -21,6 +21,12 @@ import (
 // sluice mount --unmount-dead clears it, as the service does before each
 // start.
 
+// A config file may not hold unmount-dead: the service's mount would
+// mount nothing.
+func init() {
+	configFlags["unmount-dead"] = "a clean-up that mounts nothing belongs on the command line (the service's ExecStartPre)"
+}
+
 // unmountDead detaches the topmost mount on mountpoint if it is a sluice
 // mount (type fuse.sluice) whose server is gone. A live mount is left
 // alone (statfs reaches its server), as is a mount point with nothing

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -76,5 +77,18 @@ func TestUnmountDead(t *testing.T) {
 	clear("a dead fuse.other mount", true)
 	if !isMounted(mnt) {
 		t.Error("--unmount-dead unmounted a dead mount of another file system")
+	}
+}
+
+// TestUnmountDeadNotInConfig: a config file may not hold unmount-dead,
+// which would turn the service's mount into a clean-up that mounts
+// nothing.
+func TestUnmountDeadNotInConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "x.toml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("source = %q\nmountpoint = %q\nunmount-dead = true\n", dir, dir)), 0o644)
+	out, err := sluice("mount", "--config", cfg).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "unmount-dead") {
+		t.Errorf("a config file with unmount-dead: %v, want a usage error naming it\n%s", err, out)
 	}
 }
