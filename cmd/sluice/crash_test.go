@@ -110,7 +110,7 @@ func crashRounds(t *testing.T, prepare func(u string) error, work func(mnt strin
 		w.Wait()
 		diverged := diff(ua, ub)
 
-		_, stderr2, exited2, _ := startMount(t, mnt, "mount", "--allow-other", "--mirror", a, "--mirror", b, mnt)
+		cmd2, stderr2, exited2, _ := startMount(t, mnt, "mount", "--allow-other", "--mirror", a, "--mirror", b, mnt)
 		out, err := sluice("stat", "--json", mnt).Output()
 		var st control.Status
 		if err != nil || json.Unmarshal(out, &st) != nil || len(st.Mirrors) != 2 {
@@ -123,6 +123,9 @@ func crashRounds(t *testing.T, prepare func(u string) error, work func(mnt strin
 			caught++
 		}
 		if after != "" && st.Mirrors[0].State == "healthy" && st.Mirrors[1].State == "healthy" {
+			// The restarted daemon's log, read once it has exited.
+			cmd2.Process.Signal(syscall.SIGTERM)
+			<-exited2
 			t.Errorf("round %d: the restarted set serves two versions (%s) and both mirrors are healthy; daemon log:\n%s%s",
 				round, after, stderr.String(), stderr2.String())
 		}

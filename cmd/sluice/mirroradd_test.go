@@ -41,7 +41,7 @@ func TestMirrorAddEndToEnd(t *testing.T) {
 	os.WriteFile(filepath.Join(a, "sub", "f"), []byte("changed after the copy"), 0o644)
 	os.WriteFile(filepath.Join(b, "sub", "f"), []byte("changed after the copy"), 0o644)
 
-	_, stderr, _, _ := startMount(t, mnt, "mount", "--mirror", a, "--mirror", b, "--mirror", c, "--mirror", d, mnt)
+	cmd, stderr, exited, _ := startMount(t, mnt, "mount", "--mirror", a, "--mirror", b, "--mirror", c, "--mirror", d, mnt)
 	out, err := sluice("stat", "--json", mnt).Output()
 	var st control.Status
 	if err != nil || json.Unmarshal(out, &st) != nil || len(st.Mirrors) != 4 {
@@ -52,12 +52,7 @@ func TestMirrorAddEndToEnd(t *testing.T) {
 		states = append(states, m.State)
 	}
 	if strings.Join(states, " ") != "healthy healthy stale stale" {
-		t.Fatalf("states %v with a copy and an empty directory added, want healthy healthy stale stale; log:\n%s", states, stderr)
-	}
-	for _, want := range []string{c + " holds a copy of mirror " + a, d + " is new to the set"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("the daemon's log does not say %q:\n%s", want, stderr)
-		}
+		t.Errorf("states %v with a copy and an empty directory added, want healthy healthy stale stale", states)
 	}
 	if got, _ := os.ReadFile(filepath.Join(mnt, "sub", "f")); string(got) != "changed after the copy" {
 		t.Errorf("read through the mount before the resync: %q", got)
@@ -67,5 +62,13 @@ func TestMirrorAddEndToEnd(t *testing.T) {
 	}
 	for _, x := range []string{c, d} {
 		treetest.Same(t, a, x, backing.StateFile)
+	}
+	// The daemon's log, read once it has exited.
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-exited
+	for _, want := range []string{c + " holds a copy of mirror " + a, d + " is new to the set"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("the daemon's log does not say %q:\n%s", want, stderr)
+		}
 	}
 }
