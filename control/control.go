@@ -342,9 +342,18 @@ func Resync(mountpoint string, rate int64) error {
 }
 
 // String renders the status as `sluice stat` prints it.
-func (s Status) String() string {
-	out := fmt.Sprintf("%s on %s (backing files read %s; %d reads past SOURCE's page cache) at %s\n%s",
-		s.Source, s.Mountpoint, s.Backing, s.ColdReads, s.Time.Format(time.RFC3339), s.Metrics.String())
+func (s Status) String() string { return s.Format(false) }
+
+// Format renders the status for a person, sizes and counts rounded, or
+// every figure exact when exact is set (stack.Metrics.Format).
+func (s Status) Format(exact bool) string {
+	size, count := stack.HumanBytes, stack.HumanCount
+	if exact {
+		size = func(n int64) string { return fmt.Sprintf("%d B", n) }
+		count = func(n int64) string { return fmt.Sprint(n) }
+	}
+	out := fmt.Sprintf("%s on %s at %s\nbacking files read %s; %s reads past SOURCE's page cache\n%s",
+		s.Source, s.Mountpoint, s.Time.Format(time.RFC3339), s.Backing, count(s.ColdReads), s.Metrics.Format(exact))
 	if len(s.Mirrors) == 0 {
 		return out
 	}
@@ -352,7 +361,7 @@ func (s Status) String() string {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "mirror\tstate\treads\tbytes\tin flight\tlatency\terrors\thedged\t\n")
 	for _, m := range s.Mirrors {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t\n", m.Dir, m.State, m.Reads, m.Bytes, m.Inflight,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t\n", m.Dir, m.State, count(m.Reads), size(m.Bytes), m.Inflight,
 			time.Duration(m.Latency).Round(time.Microsecond), m.Errors, m.Hedged)
 	}
 	tw.Flush()

@@ -161,32 +161,74 @@ func (s *Stack) Metrics() Metrics {
 	return m
 }
 
-// String renders the snapshot as an aligned table.
-func (m Metrics) String() string {
-	var b strings.Builder
-	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(w, "group\t")
-	for _, f := range CounterFields {
-		if f.Nanos {
-			fmt.Fprintf(w, "%s\t", strings.TrimSuffix(f.Name, "_ns"))
-		} else {
-			fmt.Fprintf(w, "%s\t", f.Name)
-		}
+// String renders the snapshot for a person: per group, a heading with
+// its limits and a few labelled lines, sizes in binary units and counts
+// rounded (see Format), in under 100 columns.
+func (m Metrics) String() string { return m.Format(false) }
+
+// Format renders the snapshot as String does, every figure exact (bytes,
+// calls, nanoseconds as seconds to the millisecond) when exact is set.
+func (m Metrics) Format(exact bool) string {
+	size, count := HumanBytes, HumanCount
+	if exact {
+		size = func(n int64) string { return fmt.Sprintf("%d B", n) }
+		count = func(n int64) string { return fmt.Sprint(n) }
 	}
-	fmt.Fprintln(w, " limits")
+	secs := func(ns int64) string { return fmt.Sprintf("%.3f s", float64(ns)/1e9) }
+	var b strings.Builder
 	for i := range m.Groups {
 		g := &m.Groups[i]
-		fmt.Fprintf(w, "%s\t", g.Group)
-		for _, f := range CounterFields {
-			if v := f.Get(&g.Counters); f.Nanos {
-				fmt.Fprintf(w, "%.3fs\t", float64(v)/1e9)
-			} else {
-				fmt.Fprintf(w, "%d\t", v)
-			}
-		}
-		fmt.Fprintf(w, " %s\n", g.Limits)
+		c := &g.Counters
+		w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(&b, "group %s  limits %s\n", g.Group, g.Limits)
+		fmt.Fprintf(w, "  applications\tread %s in %s calls\twrote %s in %s calls\n", size(c.AppRBytes), count(c.AppReads), size(c.AppWBytes), count(c.AppWrites))
+		fmt.Fprintf(w, "  device\tread %s in %s I/Os\twrote %s in %s I/Os\n", size(c.RBytes), count(c.RIOs), size(c.WBytes), count(c.WIOs))
+		fmt.Fprintf(w, "  throttled\treads waited %s\twriters waited %s\n", secs(c.ThrottledNs), secs(c.WThrottledNs))
+		fmt.Fprintf(w, "  readahead\t%s issued, %s used, %s wasted\n", size(c.RAIssued), size(c.RAUsed), size(c.RAWasted))
+		fmt.Fprintf(w, "  writeback\t%s without a caller, %s started early, %s dirty now\n", size(c.WritebackBytes), size(c.WritebackEarly), size(c.Dirty))
+		w.Flush()
 	}
-	w.Flush()
-	fmt.Fprintf(&b, "cache %d of %d bytes, %d I/Os queued\n", m.CacheBytes, m.CacheLimit, m.Queued)
+	fmt.Fprintf(&b, "cache %s of %s, %s I/Os queued\n", size(m.CacheBytes), size(m.CacheLimit), count(int64(m.Queued)))
 	return b.String()
+}
+
+// HumanBytes writes n bytes in the largest binary unit below it, to three
+// significant figures: "512 B", "4.00 KiB", "12.3 MiB", "1.50 GiB".
+func HumanBytes(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 && n > -1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, u := float64(n), -1
+	for (v >= 1024 || v <= -1024) && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	return fmt.Sprintf("%s %ciB", sig3(v), units[u])
+}
+
+// HumanCount writes a count to three significant figures with a decimal
+// suffix past 9999: "812", "9999", "12.3 k", "4.56 M".
+func HumanCount(n int64) string {
+	if n < 10000 && n > -10000 {
+		return fmt.Sprint(n)
+	}
+	v, u := float64(n), 0
+	for (v >= 1000 || v <= -1000) && u < 4 {
+		v /= 1000
+		u++
+	}
+	return sig3(v) + " " + []string{"", "k", "M", "G", "T"}[u]
+}
+
+// sig3 writes v, at least 1 in size and under 1024, to three significant
+// figures.
+func sig3(v float64) string {
+	switch a := max(v, -v); {
+	case a < 9.995:
+		return fmt.Sprintf("%.2f", v)
+	case a < 99.95:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
 }

@@ -38,18 +38,64 @@ func TestCounterFields(t *testing.T) {
 	}
 }
 
-// TestMetricsString: the stat table has a column per counter, times in
-// seconds.
+// TestMetricsString: the stat output a person reads, sizes and counts
+// rounded, and exact with Format(true); no line is 100 columns or more.
 func TestMetricsString(t *testing.T) {
-	m := Metrics{Groups: []GroupMetrics{{Group: "default", Limits: "rbps=1MiB", Counters: Counters{AppRBytes: 14, RIOs: 3, ThrottledNs: 1500 * 1e6, RAWasted: 7}}}, CacheBytes: 4096, CacheLimit: 1 << 20}
-	lines := strings.Split(m.String(), "\n")
-	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "group app_rbytes app_reads app_wbytes app_writes rbytes rios wbytes wios throttled ra_issued ra_used ra_wasted wb_callerless wb_early dirty wthrottled limits" {
-		t.Errorf("heading %q", lines[0])
+	m := Metrics{Groups: []GroupMetrics{
+		{Group: "default", Limits: "rbps=10MiB wbps=max riops=max wiops=max", Counters: Counters{
+			AppRBytes: 12_897_484, AppReads: 3149, RBytes: 13_107_200, RIOs: 100, ThrottledNs: 1500 * 1e6,
+			RAIssued: 1 << 20, RAUsed: 917_504, RAWasted: 131_072}},
+		{Group: "tenants/a-long-group-name", Limits: "rbps=max wbps=1.5MiB riops=max wiops=100000", Counters: Counters{
+			AppWBytes: 5 << 30, AppWrites: 1_310_720, WBytes: 5 << 30, WIOs: 40960, WThrottledNs: 61_234_567_890,
+			WritebackEarly: 4 << 30, Dirty: 700}},
+	}, CacheBytes: 4096, CacheLimit: 256 << 20, Queued: 3}
+	golden := `group default  limits rbps=10MiB wbps=max riops=max wiops=max
+  applications  read 12.3 MiB in 3149 calls  wrote 0 B in 0 calls
+  device        read 12.5 MiB in 100 I/Os    wrote 0 B in 0 I/Os
+  throttled     reads waited 1.500 s         writers waited 0.000 s
+  readahead     1.00 MiB issued, 896 KiB used, 128 KiB wasted
+  writeback     0 B without a caller, 0 B started early, 0 B dirty now
+group tenants/a-long-group-name  limits rbps=max wbps=1.5MiB riops=max wiops=100000
+  applications  read 0 B in 0 calls   wrote 5.00 GiB in 1.31 M calls
+  device        read 0 B in 0 I/Os    wrote 5.00 GiB in 41.0 k I/Os
+  throttled     reads waited 0.000 s  writers waited 61.235 s
+  readahead     0 B issued, 0 B used, 0 B wasted
+  writeback     0 B without a caller, 4.00 GiB started early, 700 B dirty now
+cache 4.00 KiB of 256 MiB, 3 I/Os queued
+`
+	if got := m.String(); got != golden {
+		t.Errorf("stat output:\n%s\nwant:\n%s", got, golden)
 	}
-	if got := strings.Fields(lines[1]); strings.Join(got, " ") != "default 14 0 0 0 0 3 0 0 1.500s 0 0 7 0 0 0 0.000s rbps=1MiB" {
-		t.Errorf("row %q", lines[1])
+	for _, out := range []string{m.String(), m.Format(true)} {
+		for _, l := range strings.Split(out, "\n") {
+			if len(l) >= 100 {
+				t.Errorf("a line of %d columns: %q", len(l), l)
+			}
+		}
 	}
-	if lines[2] != "cache 4096 of 1048576 bytes, 0 I/Os queued" {
-		t.Errorf("last line %q", lines[2])
+	exact := m.Format(true)
+	for _, want := range []string{"read 12897484 B in 3149 calls", "wrote 5368709120 B in 1310720 calls", "cache 4096 B of 268435456 B, 3 I/Os queued"} {
+		if !strings.Contains(exact, want) {
+			t.Errorf("exact output lacks %q:\n%s", want, exact)
+		}
+	}
+}
+
+// TestHumanUnits: sizes and counts to three significant figures.
+func TestHumanUnits(t *testing.T) {
+	for _, c := range []struct {
+		n           int64
+		size, count string
+	}{
+		{0, "0 B", "0"}, {1023, "1023 B", "1023"}, {1024, "1.00 KiB", "1024"}, {1536, "1.50 KiB", "1536"},
+		{9999, "9.76 KiB", "9999"}, {10000, "9.77 KiB", "10.0 k"}, {123456, "121 KiB", "123 k"},
+		{1 << 20, "1.00 MiB", "1.05 M"}, {5 << 30, "5.00 GiB", "5.37 G"}, {1 << 62, "4.00 EiB", "4611686 T"},
+	} {
+		if got := HumanBytes(c.n); got != c.size {
+			t.Errorf("HumanBytes(%d) = %q, want %q", c.n, got, c.size)
+		}
+		if got := HumanCount(c.n); got != c.count {
+			t.Errorf("HumanCount(%d) = %q, want %q", c.n, got, c.count)
+		}
 	}
 }

@@ -20,7 +20,7 @@ flags, the values of --read-policy and --cache-mode, files elsewhere.
 // flagSets returns each command's flags, for completion.
 func flagSets() map[string]*flag.FlagSet {
 	mount, _ := mountFlags()
-	stat, _ := statFlags()
+	stat, _, _ := statFlags()
 	resync, _, _ := resyncFlags()
 	exec, _, _ := execFlags()
 	top, _ := topFlags()

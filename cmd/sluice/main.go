@@ -133,7 +133,7 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	case "mount":
 		fs, _ = mountFlags()
 	case "stat":
-		fs, _ = statFlags()
+		fs, _, _ = statFlags()
 	case "set":
 		fs = setFlags()
 	case "resync":

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -230,6 +231,20 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "default") || !strings.Contains(string(out), "rbps=1MiB wbps=max riops=max wiops=100") {
 		t.Fatalf("stat after set:\n%s", out)
+	}
+	// Read by a person: under 100 columns past the line naming the paths,
+	// sizes in binary units; --bytes gives them exact.
+	for _, l := range strings.Split(string(out), "\n")[1:] {
+		if len(l) >= 100 {
+			t.Errorf("stat prints a line of %d columns: %q", len(l), l)
+		}
+	}
+	if !regexp.MustCompile(`applications +read [0-9.]+ (B|KiB|MiB) in [0-9.]+ (k )?calls`).Match(out) {
+		t.Errorf("stat does not say what applications read in human units:\n%s", out)
+	}
+	exact, err := sluice("stat", "--bytes", mnt).Output()
+	if err != nil || !regexp.MustCompile(`applications +read [0-9]+ B in [0-9]+ calls`).Match(exact) {
+		t.Errorf("stat --bytes: %v\n%s", err, exact)
 	}
 	if out, err := sluice("set", mnt, "tenant/a rbps=1MiB").CombinedOutput(); err != nil || !strings.Contains(string(out), `warning: no caller is classified into "tenant/a"`) {
 		t.Fatalf("set on a group no rule reaches: %v\n%s", err, out)

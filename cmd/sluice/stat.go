@@ -15,24 +15,33 @@ import (
 	"sluice/mirror"
 )
 
-func statFlags() (*flag.FlagSet, *bool) {
-	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+func statFlags() (fs *flag.FlagSet, asJSON, exact *bool) {
+	fs = flag.NewFlagSet("stat", flag.ContinueOnError)
+	asJSON = fs.Bool("json", false, "print JSON instead of text")
+	exact = fs.Bool("bytes", false, "print exact figures: bytes and calls in full, not rounded to three significant figures")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sluice stat [--json] MOUNTPOINT
+		fmt.Fprint(fs.Output(), `Usage: sluice stat [--bytes | --json] MOUNTPOINT
 
-Prints per-group counters of a running mount, like io.stat: application-level
-bytes and calls as seen at FUSE (app_*), device-level bytes and I/Os after
-splitting into --max-io pieces (rbytes rios wbytes wios: what the limits
-govern), time spent throttled, readahead bytes issued, used and wasted,
-bytes of the kernel's writeback without a caller (mmap writes, written at
-once and charged as debt: wb_callerless), bytes whose backing writeback
-sluice started early (wb_early), bytes written and still dirty in the
-backing page cache now (dirty), and the time writers were paused
-(wthrottled). A group's counters include its descendants'. The first line
-says how throttled reads open backing files (direct, buffered) and how many
-reads went past SOURCE's page cache (O_DIRECT, none of the range being
-cached there). Only the user who mounted (normally root) may ask.
+Prints per-group counters of a running mount, like io.stat, sizes in binary
+units and counts rounded to three significant figures (--bytes: exact). Per
+group, after its limits:
+  applications  bytes and calls as seen at FUSE (JSON app_rbytes, app_reads,
+                app_wbytes, app_writes)
+  device        bytes and I/Os after splitting into --max-io pieces, what the
+                limits govern (rbytes, rios, wbytes, wios)
+  throttled     time reads waited for the throttle, summed over device I/Os
+                (throttled_ns), and time writers were paused (wthrottled_ns)
+  readahead     bytes read ahead, of them read by an application, and dropped
+                unused (ra_issued, ra_used, ra_wasted)
+  writeback     bytes of the kernel's writeback without a caller (mmap writes,
+                written at once and charged as debt: wb_callerless), bytes
+                whose backing writeback sluice started early (wb_early), bytes
+                written and still dirty in the backing page cache now (dirty)
+A group's counters include its descendants'. The first line says how
+throttled reads open backing files (direct, buffered) and how many reads
+went past SOURCE's page cache (O_DIRECT, none of the range being cached
+there); the last, the bytes in sluice's cache and the I/Os queued. Only the
+user who mounted (normally root) may ask.
 
 --json prints schema 1: {"schema": 1, "source", "mountpoint", "backing",
 "cold_reads", "time", "groups": [{"group", "limits", and every counter above
@@ -49,11 +58,11 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	return fs, asJSON
+	return fs, asJSON, exact
 }
 
 func cmdStat(args []string, stdout, stderr io.Writer) error {
-	fs, asJSON := statFlags()
+	fs, asJSON, exact := statFlags()
 	pos, err := parse(fs, args)
 	if err != nil {
 		return helpFor(fs, stdout, err)
@@ -70,7 +79,7 @@ func cmdStat(args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(st)
 	}
-	fmt.Fprint(stdout, st.String())
+	fmt.Fprint(stdout, st.Format(*exact))
 	return nil
 }
 
