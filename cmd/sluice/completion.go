@@ -23,7 +23,7 @@ func flagSets() map[string]*flag.FlagSet {
 	stat, _, _ := statFlags()
 	resync, _, _ := resyncFlags()
 	exec, _, _ := execFlags()
-	top, _ := topFlags()
+	top, _, _ := topFlags()
 	sim, _ := simFlags()
 	return map[string]*flag.FlagSet{
 		"mount": mount, "stat": stat, "set": setFlags(), "resync": resync,

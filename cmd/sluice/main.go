@@ -143,7 +143,7 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	case "exec":
 		fs, _, _ = execFlags()
 	case "top":
-		fs, _ = topFlags()
+		fs, _, _ = topFlags()
 	case "sim":
 		fs, _ = simFlags()
 	default:

@@ -4,36 +4,42 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/gdamore/tcell/v2"
 
 	"sluice/control"
+	"sluice/group"
 	"sluice/stack"
 )
 
-func topFlags() (*flag.FlagSet, *time.Duration) {
+func topFlags() (*flag.FlagSet, *time.Duration, *bool) {
 	fs := flag.NewFlagSet("top", flag.ContinueOnError)
 	every := fs.Duration("interval", time.Second, "how often the view refreshes")
+	once := fs.Bool("once", false, "print the view of one interval and exit, without a terminal (for scripts)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sluice top [--interval 1s] MOUNTPOINT
+		fmt.Fprint(fs.Output(), `Usage: sluice top [--interval 1s] [--once] MOUNTPOINT
 
-A live view of a running mount, refreshed every second: per group its read
-and write rates against its limits, the share of the interval its I/Os spent
-waiting for the throttle, the readahead hit ratio (bytes read ahead that were
-then read) and its dirty bytes; per mirror of a mirror set its state, read
-rate, reads in flight, latency and errors. Works over ssh; q or Ctrl-C quits.
+A live view of a running mount in 80 columns, refreshed every second: per
+group its limits, its read and write rates each against its byte limit as a
+ratio and a bar, the I/Os queued in its throttle on average (time waited over
+the interval), the readahead hit ratio (bytes read ahead that were then read)
+and its dirty bytes; per mirror of a mirror set its state, read rate, reads
+in flight, latency and errors. Works over ssh; q or Ctrl-C quits. --once
+prints one interval's view and exits.
   sluice top /mnt/data
+  sluice top --once --interval 5s /mnt/data
 
 Flags:
 `)
 		fs.PrintDefaults()
 	}
-	return fs, every
+	return fs, every, once
 }
 
 func cmdTop(args []string, stdout, stderr io.Writer) error {
-	fs, every := topFlags()
+	fs, every, once := topFlags()
 	pos, err := parse(fs, args)
 	if err != nil {
 		return helpFor(fs, stdout, err)
@@ -46,6 +52,17 @@ func cmdTop(args []string, stdout, stderr io.Writer) error {
 	}
 	prev, err := control.Stat(pos[0])
 	if err != nil {
+		return err
+	}
+	if *once {
+		time.Sleep(*every)
+		cur, err := control.Stat(pos[0])
+		if err != nil {
+			return err
+		}
+		lines := topLines(pos[0], prev, cur)
+		lines[0] = strings.TrimSuffix(lines[0], "  (q quits)")
+		_, err = fmt.Fprintln(stdout, strings.Join(lines, "\n"))
 		return err
 	}
 	scr, err := tcell.NewScreen()
@@ -104,7 +121,15 @@ func cmdTop(args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// topLines renders the view of cur against the snapshot before it.
+// topWidth is the width the view fits.
+const topWidth = 80
+
+// topLines renders the view of cur against the snapshot before it, in
+// topWidth columns: per group its limits, then its read and write rates
+// each against its byte limit as a ratio and a bar, the I/Os queued in
+// the throttle on average over the interval (time waited over the
+// interval's length), the readahead hit ratio and its dirty bytes;
+// per mirror its state, read rate, reads in flight, latency and errors.
 func topLines(mnt string, prev, cur control.Status) []string {
 	dt := cur.Time.Sub(prev.Time).Seconds()
 	if dt <= 0 {
@@ -114,33 +139,68 @@ func topLines(mnt string, prev, cur control.Status) []string {
 	for _, g := range prev.Groups {
 		before[g.Group] = g
 	}
-	rate := func(now, then int64) string { return fmt.Sprintf("%.2f", float64(now-then)/dt/(1<<20)) }
-	lines := []string{
-		fmt.Sprintf("sluice top %s  %s  (q quits)", mnt, cur.Time.Format("15:04:05")),
-		"",
-		fmt.Sprintf("%-20s %10s %10s %8s %8s %10s  %s", "group", "read MiB/s", "write MiB/s", "waiting", "ra hit", "dirty MiB", "limits"),
-	}
+	perSec := func(now, then int64) float64 { return float64(now-then) / dt }
+	lines := []string{fit(fmt.Sprintf("sluice top %s  %s  (q quits)", mnt, cur.Time.Format("15:04:05"))), ""}
 	for _, g := range cur.Groups {
 		p := before[g.Group]
-		wait := float64(g.ThrottledNs-p.ThrottledNs) / 1e9 / dt
+		var rl, wl int64
+		if l, err := group.ParseLimit("g " + g.Limits); err == nil {
+			rl, wl = deref(l.RBPS), deref(l.WBPS)
+		}
 		hit := "-"
 		if issued := g.RAIssued - p.RAIssued; issued > 0 {
-			hit = fmt.Sprintf("%.0f%%", 100*float64(g.RAUsed-p.RAUsed)/float64(issued))
+			// Pages read ahead before the interval may be used in it.
+			hit = fmt.Sprintf("%.0f%%", min(100, 100*float64(g.RAUsed-p.RAUsed)/float64(issued)))
 		}
-		lines = append(lines, fmt.Sprintf("%-20s %10s %10s %7.0f%% %8s %10.1f  %s", g.Group,
-			rate(g.AppRBytes, p.AppRBytes), rate(g.AppWBytes, p.AppWBytes), 100*wait, hit,
-			float64(g.Dirty)/(1<<20), g.Limits))
+		lines = append(lines,
+			fit(g.Group+"  "+g.Limits),
+			fit("  read  "+rateLine(perSec(g.AppRBytes, p.AppRBytes), rl)+fmt.Sprintf("  queued %5.2f  ra hit %s",
+				perSec(g.ThrottledNs, p.ThrottledNs)/1e9, hit)),
+			fit("  write "+rateLine(perSec(g.AppWBytes, p.AppWBytes), wl)+fmt.Sprintf("  queued %5.2f  dirty %s",
+				perSec(g.WThrottledNs, p.WThrottledNs)/1e9, stack.HumanBytes(g.Dirty))))
 	}
 	if len(cur.Mirrors) > 0 {
-		lines = append(lines, "", fmt.Sprintf("%-32s %-10s %10s %9s %10s %8s   read policy %s", "mirror", "state", "MiB/s", "in flight", "latency", "errors", cur.ReadPolicy))
+		lines = append(lines, "", "mirrors, read policy "+cur.ReadPolicy,
+			fit(fmt.Sprintf("%-28s %-9s %11s %9s %9s %6s", "mirror", "state", "read/s", "in flight", "latency", "errors")))
 		was := map[string]int64{}
 		for _, m := range prev.Mirrors {
 			was[m.Dir] = m.Bytes
 		}
 		for _, m := range cur.Mirrors {
-			lines = append(lines, fmt.Sprintf("%-32s %-10s %10s %9d %10s %8d", m.Dir, m.State, rate(m.Bytes, was[m.Dir]),
-				m.Inflight, time.Duration(m.Latency).Round(time.Microsecond), m.Errors))
+			dir := m.Dir
+			if len(dir) > 28 {
+				dir = "…" + dir[len(dir)-27:]
+			}
+			lines = append(lines, fit(fmt.Sprintf("%-28s %-9s %11s %9d %9s %6d", dir, m.State, stack.HumanBytes(int64(perSec(m.Bytes, was[m.Dir]))),
+				m.Inflight, time.Duration(m.Latency).Round(time.Microsecond), m.Errors)))
 		}
 	}
 	return lines
+}
+
+// rateLine renders a rate in bytes a second against limit (0: none): the
+// rate, the limit, and their ratio with a bar of ten cells.
+func rateLine(rate float64, limit int64) string {
+	r := fmt.Sprintf("%10s/s", stack.HumanBytes(int64(rate)))
+	if limit <= 0 {
+		return r + "  of max      [          ]     -"
+	}
+	ratio := rate / float64(limit)
+	cells := min(int(ratio*10+0.5), 10)
+	return fmt.Sprintf("%s  of %-8s [%s%s] %5.2f", r, stack.HumanBytes(limit), strings.Repeat("#", cells), strings.Repeat(" ", 10-cells), ratio)
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// fit cuts a line to topWidth columns, ending it with … where it was cut.
+func fit(l string) string {
+	if r := []rune(l); len(r) > topWidth {
+		return string(r[:topWidth-1]) + "…"
+	}
+	return l
 }

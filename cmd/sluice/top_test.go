@@ -40,7 +40,7 @@ func TestTop(t *testing.T) {
 
 	cmd := sluice("top", "--interval", "200ms", mnt)
 	cmd.Env = append(cmd.Env, "TERM=xterm")
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 120})
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,25 +61,22 @@ func TestTop(t *testing.T) {
 	}()
 	// What the terminal shows: tcell positions the cursor between words,
 	// so the output is replayed onto a grid.
-	rowOf := func(prefix string) string {
+	// rowOf returns the line starting with prefix, or with after the
+	// first line starting with prefix when after is not "".
+	rowOf := func(prefix, after string) string {
 		mu.Lock()
 		defer mu.Unlock()
-		for _, l := range replay(screen.Bytes(), 24, 120) {
-			if strings.HasPrefix(l, prefix) {
-				return l
-			}
-		}
-		return ""
+		return lineAfter(replay(screen.Bytes(), 24, 80), prefix, after)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		row := strings.Fields(rowOf("readers "))
-		// readers, read MiB/s, write MiB/s, waiting, ra hit, dirty, limits...
-		if len(row) >= 7 && row[1] != "0.00" && slices.Contains(row, "rbps=1MiB") && rowOf("group ") != "" {
+		// readers  rbps=1MiB ..., then "  read  RATE/s  of 1.00 MiB [bar] RATIO ..."
+		head, read := strings.Fields(rowOf("readers ", "")), strings.Fields(rowOf("readers ", "  read "))
+		if slices.Contains(head, "rbps=1MiB") && len(read) >= 6 && read[1] != "0" && slices.Contains(read, "of") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("top never showed the readers group reading, with its limit; its row: %q", rowOf("readers "))
+			t.Fatalf("top never showed the readers group reading, with its limit; its rows: %q, %q", rowOf("readers ", ""), rowOf("readers ", "  read "))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -97,8 +94,55 @@ func TestTop(t *testing.T) {
 	}
 }
 
-// TestTopLines: a group's rates, wait share and readahead hit ratio over
-// the interval between two snapshots; mirrors under their own header.
+// TestTopOnce: sluice top --once prints one interval's view of a real
+// mount without a terminal, in 80 columns: a reader at its 1 MiB/s limit
+// shows a ratio near 1.
+func TestTopOnce(t *testing.T) {
+	needMount(t)
+	_, src, mnt := srcMnt(t)
+	os.WriteFile(filepath.Join(src, "f"), make([]byte, 16<<20), 0o644)
+	startMount(t, mnt, "mount", "--cache-mode", "direct", "--group", "readers uid=4242", "--limit", "readers rbps=1MiB", src, mnt)
+	reader := exec.Command("dd", "if="+filepath.Join(mnt, "f"), "of=/dev/null", "bs=4k")
+	reader.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4242, Gid: 4242}}
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Wait()
+	defer reader.Process.Kill()
+	time.Sleep(500 * time.Millisecond) // past its burst
+	out, err := sluice("top", "--once", "--interval", "2s", mnt).Output()
+	if err != nil {
+		t.Fatalf("top --once: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	for _, l := range lines {
+		if n := len([]rune(l)); n > topWidth {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+	read := strings.Fields(lineAfter(lines, "readers ", "  read "))
+	// read RATE UNIT/s of LIMIT UNIT [bar] RATIO ...
+	i := slices.Index(read, "of")
+	if i < 0 || i+4 >= len(read) {
+		t.Fatalf("no read line with a limit:\n%s", out)
+	}
+	var ratio float64
+	for _, f := range read[i+3:] {
+		if _, err := fmt.Sscanf(f, "%f", &ratio); err == nil && strings.Contains(f, ".") {
+			break
+		}
+	}
+	if ratio < 0.8 || ratio > 1.2 {
+		t.Errorf("a reader at its 1 MiB/s limit shows a ratio of %.2f, want about 1:\n%s", ratio, out)
+	}
+	if strings.Contains(string(out), "\x1b") {
+		t.Errorf("top --once printed terminal control sequences:\n%q", out)
+	}
+}
+
+// TestTopLines: a group's rates against its limits (a ratio and a bar),
+// I/Os queued on average and readahead hit ratio over the interval between
+// two snapshots, in 80 columns; mirrors under their own header.
 func TestTopLines(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	g := func(rb, wb, thr, issued, used int64) stack.GroupMetrics {
@@ -111,12 +155,39 @@ func TestTopLines(t *testing.T) {
 	cur := control.Status{Time: t0.Add(2 * time.Second), ReadPolicy: "adaptive",
 		Mirrors: []backing.MirrorStats{{Dir: "/m0", State: "healthy", Bytes: 4 << 20, Latency: 250000}}}
 	cur.Groups = []stack.GroupMetrics{g(8<<20, 1<<20, 1e9, 4<<20, 3<<20)}
-	view := strings.Join(topLines("/mnt", prev, cur), "\n")
-	for _, want := range []string{"tenants/a", "4.00", "0.50", "50%", "75%", "rbps=4MiB", "/m0", "healthy", "2.00", "250µs", "read policy adaptive"} {
+	lines := topLines("/mnt", prev, cur)
+	view := strings.Join(lines, "\n")
+	for _, want := range []string{"tenants/a  rbps=4MiB", "read    4.00 MiB/s  of 4.00 MiB [##########]  1.00  queued  0.50  ra hit 75%",
+		"write    512 KiB/s  of max      [          ]     -", "/m0", "healthy", "2.00 MiB", "250µs", "read policy adaptive"} {
 		if !strings.Contains(view, want) {
 			t.Errorf("view lacks %q:\n%s", want, view)
 		}
 	}
+	for _, l := range lines {
+		if n := len([]rune(l)); n > topWidth {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+}
+
+// lineAfter returns the first of lines starting with prefix when after is
+// "", else the first line after it starting with after ("" when none).
+func lineAfter(lines []string, prefix, after string) string {
+	for i, l := range lines {
+		if !strings.HasPrefix(l, prefix) {
+			continue
+		}
+		if after == "" {
+			return l
+		}
+		for _, m := range lines[i+1:] {
+			if strings.HasPrefix(m, after) {
+				return m
+			}
+		}
+		return ""
+	}
+	return ""
 }
 
 // replay renders terminal output onto a rows × cols grid: text, cursor
