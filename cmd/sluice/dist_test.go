@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,6 +89,73 @@ func TestCompletion(t *testing.T) {
 		if b, err := exec.Command(zsh, "-n", "-c", out.String()).CombinedOutput(); err != nil {
 			t.Errorf("zsh -n: %v\n%s", err, b)
 		}
+		// Loaded as a user's .zshrc would.
+		if b, err := exec.Command(zsh, "-f", "-c", "autoload -U compinit && compinit -u && "+out.String()).CombinedOutput(); err != nil {
+			t.Errorf("loading the zsh completion: %v\n%s", err, b)
+		}
+	}
+}
+
+// TestCompletionMounts: bash and fish complete the mount points of running
+// sluice mounts for the commands that take one (exec's --mount too), and a
+// read policy after set's mount point.
+func TestCompletionMounts(t *testing.T) {
+	needMount(t)
+	_, src, mnt := srcMnt(t)
+	startMount(t, mnt, "mount", src, mnt)
+	dir := t.TempDir()
+	bashScript, fishScript := filepath.Join(dir, "sluice.bash"), filepath.Join(dir, "sluice.fish")
+	os.WriteFile(bashScript, []byte(bashCompletion()), 0o644)
+	os.WriteFile(fishScript, []byte(fishCompletion()), 0o644)
+	bash := func(words ...string) string {
+		t.Helper()
+		prog := "source " + bashScript + "; COMP_WORDS=("
+		for _, w := range words {
+			prog += "'" + w + "' "
+		}
+		prog += fmt.Sprintf("); COMP_CWORD=%d; _sluice; printf '%%s\\n' \"${COMPREPLY[@]}\"", len(words)-1)
+		out, err := exec.Command("bash", "-c", prog).CombinedOutput()
+		if err != nil {
+			t.Fatalf("bash: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for _, words := range [][]string{{"sluice", "stat", ""}, {"sluice", "top", "--interval", "2s", ""}, {"sluice", "exec", "--mount", ""}} {
+		if got := strings.Split(bash(words...), "\n"); !slices.Contains(got, mnt) {
+			t.Errorf("bash completes %q with %q, want the mount point %s among them", words, got, mnt)
+		}
+	}
+	if got := bash("sluice", "set", mnt, "read-policy=r"); got != "read-policy=roundrobin" {
+		t.Errorf("bash completes set's read policy with %q", got)
+	}
+	fish, err := exec.LookPath("fish")
+	if err != nil {
+		t.Log("no fish to load its completion in")
+		return
+	}
+	complete := func(line string) []string {
+		t.Helper()
+		out, err := exec.Command(fish, "--no-config", "-c", "source "+fishScript+"; complete -C '"+line+"'").CombinedOutput()
+		if err != nil {
+			t.Fatalf("fish: %v\n%s", err, out)
+		}
+		var words []string
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			words = append(words, strings.SplitN(l, "\t", 2)[0])
+		}
+		return words
+	}
+	if got := complete("sluice st"); !slices.Contains(got, "stat") {
+		t.Errorf("fish completes 'sluice st' with %q", got)
+	}
+	if got := complete("sluice stat "); !slices.Contains(got, mnt) {
+		t.Errorf("fish completes 'sluice stat ' with %q, want %s among them", got, mnt)
+	}
+	if got := complete("sluice mount --read-policy "); !slices.Contains(got, "roundrobin") {
+		t.Errorf("fish completes --read-policy with %q", got)
+	}
+	if got := complete("sluice mount --read-p"); !slices.Contains(got, "--read-policy") {
+		t.Errorf("fish completes 'sluice mount --read-p' with %q", got)
 	}
 }
 
