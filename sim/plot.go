@@ -2,34 +2,188 @@ package sim
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
-// SavePlot draws the runs' time series (MiB/s per 100 ms) to file; the
-// extension picks the format (.svg, .png, .pdf).
-func SavePlot(file, title string, runs []*Result) error {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "time (s)"
-	p.Y.Label.Text = "MiB/s (100 ms buckets)"
-	p.Legend.Top = true
-	var lines []any
+// MaxSeries is the most lines one panel of a plot holds.
+const MaxSeries = 6
+
+// Panel is one plot of a figure: the series of one kind (devices, or
+// groups) of one run, in bytes per bucket.
+type Panel struct {
+	Title  string
+	Labels []string  // a line's name: a device's, or a group's path
+	Series [][]int64 // per line, bytes per bucket
+	Window int       // buckets averaged into each point
+}
+
+// Panels lays out the runs' time series for a plot: per run (a
+// configuration of --compare), one panel of its devices and one of its
+// groups, each split where it would hold more than MaxSeries lines, and
+// each averaged over the shortest window (of 1, 2, 5, 10, 20, 50 or 100
+// buckets) that leaves at most 100 points a line and in which no line
+// that moves reads as a sawtooth (at most a tenth of its windows empty
+// between its first and last bytes).
+func Panels(runs []*Result) []Panel {
+	var out []Panel
 	for _, res := range runs {
-		for _, s := range res.Series {
-			pts := make(plotter.XYs, len(s.Bytes))
-			for i, b := range s.Bytes {
-				pts[i].X = float64(i) * float64(bucket) / 1e9
-				pts[i].Y = float64(b) / (float64(bucket) / 1e9) / (1 << 20)
+		for _, kind := range []struct{ prefix, name string }{{"device ", "devices"}, {"group ", "groups"}} {
+			var labels []string
+			var series [][]int64
+			for _, s := range res.Series {
+				if name, ok := strings.CutPrefix(s.Name, kind.prefix); ok {
+					labels, series = append(labels, name), append(series, s.Bytes)
+				}
 			}
-			lines = append(lines, label(res, s), pts)
+			title := kind.name
+			if res.Config != "" {
+				title = res.Config + ": " + kind.name
+			}
+			for i := 0; i < len(series); i += MaxSeries {
+				j := min(i+MaxSeries, len(series))
+				t := title
+				if len(series) > MaxSeries {
+					t = fmt.Sprintf("%s (%d-%d of %d)", title, i+1, j, len(series))
+				}
+				out = append(out, Panel{Title: t, Labels: labels[i:j], Series: series[i:j], Window: window(series[i:j])})
+			}
 		}
 	}
-	if err := plotutil.AddLines(p, lines...); err != nil {
-		return fmt.Errorf("plot: %v", err)
+	return out
+}
+
+// window returns the buckets to average per point for series (see Panels):
+// at most 100 points a line, and none of its lines a sawtooth.
+func window(series [][]int64) int {
+	n := 0
+	for _, s := range series {
+		n = max(n, len(s))
 	}
-	return p.Save(10*vg.Inch, 5*vg.Inch, file)
+	for _, w := range []int{1, 2, 5, 10, 20, 50} {
+		if w*100 >= n && !sawtooth(series, w) {
+			return w
+		}
+	}
+	return 100
+}
+
+// sawtooth reports whether some series, summed over windows of w buckets,
+// has more than a tenth of its windows empty between its first and last
+// bytes.
+func sawtooth(series [][]int64, w int) bool {
+	for _, s := range series {
+		var sums []int64
+		for i := 0; i < len(s); i += w {
+			var t int64
+			for _, b := range s[i:min(i+w, len(s))] {
+				t += b
+			}
+			sums = append(sums, t)
+		}
+		first, last := -1, -1
+		for i, t := range sums {
+			if t > 0 {
+				if first < 0 {
+					first = i
+				}
+				last = i
+			}
+		}
+		if first < 0 || last == first {
+			continue
+		}
+		empty := 0
+		for _, t := range sums[first : last+1] {
+			if t == 0 {
+				empty++
+			}
+		}
+		if empty*10 > last+1-first {
+			return true
+		}
+	}
+	return false
+}
+
+// SavePlot draws the runs' time series to file, the extension picking the
+// format (.svg, .png, .pdf): the panels of Panels one above another, each
+// with its title, its axes in seconds and MiB/s, and its legend beside the
+// data; title names the figure.
+func SavePlot(file, title string, runs []*Result) error {
+	format := strings.TrimPrefix(filepath.Ext(file), ".")
+	panels := Panels(runs)
+	if len(panels) == 0 {
+		return fmt.Errorf("plot: the runs have no time series")
+	}
+	const width, panelHeight, legendShare = 10 * vg.Inch, 2.6 * vg.Inch, 0.22
+	c, err := draw.NewFormattedCanvas(width, panelHeight*vg.Length(len(panels))+0.5*vg.Inch, format)
+	if err != nil {
+		return fmt.Errorf("plot %s: %v (want .svg, .png or .pdf)", file, err)
+	}
+	dc := draw.New(c)
+	// The figure's title, above the panels.
+	head := plot.New()
+	head.Title.Text = title
+	head.Title.TextStyle.Font.Size = vg.Points(14)
+	top := draw.Crop(dc, 0, 0, dc.Max.Y-dc.Min.Y-0.5*vg.Inch, 0)
+	head.HideAxes()
+	head.Draw(top)
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: 0.5 * vg.Inch, PadY: 0.1 * vg.Inch, PadLeft: 0.1 * vg.Inch, PadRight: 0.1 * vg.Inch}
+	for i, pn := range panels {
+		tile := tiles.At(dc, 0, i)
+		w := tile.Max.X - tile.Min.X
+		p := plot.New()
+		p.Title.Text = pn.Title
+		p.X.Label.Text = "time (s)"
+		p.Y.Label.Text = fmt.Sprintf("MiB/s (mean over %d ms)", pn.Window*int(bucket/1e6))
+		p.Y.Min = 0
+		legend := plot.NewLegend()
+		for k, s := range pn.Series {
+			line, err := plotter.NewLine(points(s, pn.Window))
+			if err != nil {
+				return fmt.Errorf("plot: %v", err)
+			}
+			line.Color = plotutil.Color(k)
+			line.Dashes = plotutil.Dashes(k)
+			line.Width = vg.Points(1.5)
+			p.Add(line)
+			legend.Add(pn.Labels[k], line)
+		}
+		p.Draw(draw.Crop(tile, 0, -w*legendShare, 0, 0))
+		legend.Top = true
+		legend.Draw(draw.Crop(tile, w*(1-legendShare)+0.1*vg.Inch, 0, 0, -0.3*vg.Inch))
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// points averages s over windows of w buckets, in MiB/s at each window's
+// middle.
+func points(s []int64, w int) plotter.XYs {
+	var pts plotter.XYs
+	secs := float64(bucket) / 1e9
+	for i := 0; i < len(s); i += w {
+		j := min(i+w, len(s))
+		var t int64
+		for _, b := range s[i:j] {
+			t += b
+		}
+		pts = append(pts, plotter.XY{X: (float64(i) + float64(j-i)/2) * secs, Y: float64(t) / (float64(j-i) * secs) / (1 << 20)})
+	}
+	return pts
 }

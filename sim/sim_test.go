@@ -3,6 +3,8 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"html"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,7 +65,79 @@ func TestShippedScenarios(t *testing.T) {
 			if _, again := runAll(t, sc2); again != out {
 				t.Errorf("a second run printed different output")
 			}
+			checkPlot(t, sc, runs)
 		})
+	}
+}
+
+// checkPlot renders the runs' plot and checks its layout: per run (a
+// configuration), a panel of devices and one of groups, each of at most
+// MaxSeries lines with plain names, each panel's title in the picture.
+func checkPlot(t *testing.T, sc *Scenario, runs []*Result) {
+	t.Helper()
+	panels := Panels(runs)
+	want := 0
+	for _, res := range runs {
+		kinds := map[string]bool{}
+		n := map[string]int{}
+		for _, s := range res.Series {
+			kind, _, _ := strings.Cut(s.Name, " ")
+			kinds[kind] = true
+			n[kind]++
+		}
+		for k := range kinds {
+			want += (n[k] + MaxSeries - 1) / MaxSeries
+		}
+	}
+	if len(panels) != want {
+		t.Errorf("%d panels for %d runs, want %d (devices and groups of each)", len(panels), len(runs), want)
+	}
+	file := filepath.Join(t.TempDir(), "plot.svg")
+	if err := SavePlot(file, sc.Name, runs); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range panels {
+		if len(p.Series) > MaxSeries || len(p.Series) != len(p.Labels) {
+			t.Errorf("panel %q has %d lines and %d names, want at most %d", p.Title, len(p.Series), len(p.Labels), MaxSeries)
+		}
+		for _, l := range p.Labels {
+			if strings.ContainsAny(l, ":_") {
+				t.Errorf("panel %q names a line %q, not plainly", p.Title, l)
+			}
+		}
+		if !strings.Contains(string(svg), html.EscapeString(p.Title)) {
+			t.Errorf("the plot does not show panel %q", p.Title)
+		}
+	}
+}
+
+// TestPlotWindow: a line with a request every few buckets is averaged
+// over a window long enough that it reads as a rate, not a sawtooth; a
+// steady one is drawn bucket by bucket.
+func TestPlotWindow(t *testing.T) {
+	steady := make([]int64, 100)
+	bursty := make([]int64, 100)
+	for i := range steady {
+		steady[i] = 1 << 20
+		if i%4 == 0 {
+			bursty[i] = 1 << 20
+		}
+	}
+	if w := window([][]int64{steady}); w != 1 {
+		t.Errorf("a steady line is averaged over %d buckets, want 1", w)
+	}
+	if w := window([][]int64{steady, bursty}); w != 5 {
+		t.Errorf("a line with bytes every 4th bucket is averaged over %d buckets, want 5", w)
+	}
+	pts := points(bursty, 5)
+	for _, p := range pts[:len(pts)-1] {
+		if p.Y < 1 || p.Y > 4 {
+			t.Errorf("a point of the averaged bursty line at %.2f MiB/s, want 2 or 2.5", p.Y)
+		}
 	}
 }
 
