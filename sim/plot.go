@@ -2,9 +2,11 @@ package sim
 
 import (
 	"fmt"
+	"image/color"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -23,6 +25,13 @@ type Panel struct {
 	Labels []string  // a line's name: a device's, or a group's path
 	Series [][]int64 // per line, bytes per bucket
 	Window int       // buckets averaged into each point
+	Marks  []Mark    // spans drawn over the lines: the syncs of a groups panel
+}
+
+// Mark is a span of time drawn over a panel's lines, named.
+type Mark struct {
+	Label    string
+	From, To int64 // virtual ns
 }
 
 // Panels lays out the runs' time series for a plot: per run (a
@@ -53,8 +62,30 @@ func Panels(runs []*Result) []Panel {
 				if len(series) > MaxSeries {
 					t = fmt.Sprintf("%s (%d-%d of %d)", title, i+1, j, len(series))
 				}
-				out = append(out, Panel{Title: t, Labels: labels[i:j], Series: series[i:j], Window: window(series[i:j])})
+				pn := Panel{Title: t, Labels: labels[i:j], Series: series[i:j], Window: window(series[i:j])}
+				if kind.name == "groups" && i == 0 {
+					pn.Marks = syncs(res)
+				}
+				out = append(out, pn)
 			}
+		}
+	}
+	return out
+}
+
+// syncs are the runs' sync(2) calls, each from its start until it
+// returned.
+func syncs(res *Result) []Mark {
+	var out []Mark
+	for _, j := range res.Jobs {
+		if j.RW == "sync" && j.IOs > 0 {
+			d := time.Duration(j.Clat.Max)
+			if d >= time.Second {
+				d = d.Round(time.Millisecond)
+			} else {
+				d = d.Round(time.Microsecond)
+			}
+			out = append(out, Mark{Label: fmt.Sprintf("%s: waited %v", j.Name, d), From: j.StartNs, To: j.StartNs + j.Clat.Max})
 		}
 	}
 	return out
@@ -115,8 +146,9 @@ func sawtooth(series [][]int64, w int) bool {
 
 // SavePlot draws the runs' time series to file, the extension picking the
 // format (.svg, .png, .pdf): the panels of Panels one above another, each
-// with its title, its axes in seconds and MiB/s, and its legend beside the
-// data; title names the figure.
+// with its title, its axes in seconds and MiB/s, its marks as black bars
+// above the lines, and its legend beside the data; title names the
+// figure.
 func SavePlot(file, title string, runs []*Result) error {
 	format := strings.TrimPrefix(filepath.Ext(file), ".")
 	panels := Panels(runs)
@@ -146,6 +178,7 @@ func SavePlot(file, title string, runs []*Result) error {
 		p.Y.Label.Text = fmt.Sprintf("MiB/s (mean over %d ms)", pn.Window*int(bucket/1e6))
 		p.Y.Min = 0
 		legend := plot.NewLegend()
+		top := 0.0
 		for k, s := range pn.Series {
 			line, err := plotter.NewLine(points(s, pn.Window))
 			if err != nil {
@@ -156,6 +189,21 @@ func SavePlot(file, title string, runs []*Result) error {
 			line.Width = vg.Points(1.5)
 			p.Add(line)
 			legend.Add(pn.Labels[k], line)
+			for _, pt := range points(s, pn.Window) {
+				top = max(top, pt.Y)
+			}
+		}
+		// Each mark a thick bar above the lines, from its start to its end.
+		for k, mk := range pn.Marks {
+			y := max(top, 1) * (1.08 + 0.06*float64(k))
+			bar, err := plotter.NewLine(plotter.XYs{{X: float64(mk.From) / 1e9, Y: y}, {X: float64(mk.To) / 1e9, Y: y}})
+			if err != nil {
+				return fmt.Errorf("plot: %v", err)
+			}
+			bar.Width = vg.Points(4)
+			bar.Color = color.Black
+			p.Add(bar)
+			legend.Add(mk.Label, bar)
 		}
 		p.Draw(draw.Crop(tile, 0, -w*legendShare, 0, 0))
 		legend.Top = true

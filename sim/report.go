@@ -32,6 +32,7 @@ type JobResult struct {
 	Bytes, IOs      int64
 	Shorts          int64 // FUSE replies shorter than asked (the wait cap)
 	RuntimeNs       int64 // first request to last completion
+	StartNs         int64 // the first request, virtual ns
 	Clat            Latency
 }
 
@@ -88,7 +89,7 @@ func (r *runner) result() *Result {
 		h := &j.clat
 		res.Jobs = append(res.Jobs, JobResult{
 			Name: j.Name, Group: j.g.Path(), RW: j.RW, Copies: len(j.threads), BS: int64(j.BS),
-			Bytes: j.bytes, IOs: j.ios, Shorts: j.shorts, RuntimeNs: j.last - j.first,
+			Bytes: j.bytes, IOs: j.ios, Shorts: j.shorts, RuntimeNs: j.last - j.first, StartNs: j.first,
 			Clat: Latency{Min: h.min, Max: h.max, P50: h.pct(50), P99: h.pct(99), P999: h.pct(99.9), Avg: h.mean(), Stdev: h.stdev()},
 		})
 	}

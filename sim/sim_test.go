@@ -112,6 +112,28 @@ func checkPlot(t *testing.T, sc *Scenario, runs []*Result) {
 		if !strings.Contains(string(svg), html.EscapeString(p.Title)) {
 			t.Errorf("the plot does not show panel %q", p.Title)
 		}
+		for _, mk := range p.Marks {
+			if !strings.Contains(string(svg), html.EscapeString(mk.Label)) {
+				t.Errorf("the plot does not show mark %q", mk.Label)
+			}
+		}
+	}
+	// A sync(2) is drawn on its run's groups panel, as long as it waited.
+	for _, res := range runs {
+		for _, j := range res.Jobs {
+			if j.RW != "sync" {
+				continue
+			}
+			found := false
+			for _, p := range panels {
+				for _, mk := range p.Marks {
+					found = found || mk.To-mk.From == j.Clat.Max && strings.HasPrefix(mk.Label, j.Name+":")
+				}
+			}
+			if !found {
+				t.Errorf("the plot does not mark %s's sync (waited %d ns)", res.Config, j.Clat.Max)
+			}
+		}
 	}
 }
 
