@@ -262,6 +262,59 @@ func checkPeer(c *net.UnixConn) error {
 	return nil
 }
 
+// whyNoMount says why no server answered at socket path for mountpoint:
+// what is there instead, a sluice mount of another user's, or one whose
+// server is gone.
+func whyNoMount(mountpoint, path string) string {
+	abs, err := filepath.Abs(mountpoint)
+	if err != nil {
+		return err.Error()
+	}
+	_, serr := os.Stat(abs)
+	switch {
+	case errors.Is(serr, syscall.ENOTCONN):
+		return "a FUSE mount whose server is gone (sluice mount --unmount-dead clears it)"
+	case errors.Is(serr, os.ErrNotExist):
+		return serr.Error()
+	}
+	// Another error (EACCES: a FUSE mount of another user's, made
+	// without allow_other) leaves the mount table to tell.
+	fstype, uid, ok := mountAt(filepath.Clean(abs))
+	switch {
+	case !ok && serr != nil:
+		return serr.Error()
+	case !ok:
+		return "not a mount point, a plain directory"
+	case fstype != "fuse.sluice":
+		return fmt.Sprintf("a %s file system, not a sluice mount", fstype)
+	case uid >= 0 && uid != os.Geteuid():
+		return fmt.Sprintf("a sluice mount of uid %d: only that user may ask (run as it, normally root)", uid)
+	}
+	return fmt.Sprintf("a sluice mount whose control socket %s does not answer", path)
+}
+
+// mountAt returns the type and the mounting user (user_id=, -1 when not
+// given) of the file system mounted last at dir, from /proc/self/mounts.
+func mountAt(dir string) (fstype string, uid int, ok bool) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return "", -1, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || strings.ReplaceAll(f[1], `\040`, " ") != dir {
+			continue
+		}
+		fstype, uid, ok = f[2], -1, true
+		for _, o := range strings.Split(f[3], ",") {
+			if v, found := strings.CutPrefix(o, "user_id="); found {
+				fmt.Sscan(v, &uid)
+			}
+		}
+	}
+	return fstype, uid, ok
+}
+
 // ErrNoMount means no sluice serves the mountpoint.
 var ErrNoMount = errors.New("no sluice mount")
 
@@ -279,7 +332,7 @@ func call(mountpoint string, req request) (response, error) {
 	c, err := net.DialTimeout("unix", path, 5*time.Second)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return response{}, fmt.Errorf("%w at %s (control socket %s: %v)", ErrNoMount, mountpoint, path, err)
+			return response{}, fmt.Errorf("%w at %s: %s", ErrNoMount, mountpoint, whyNoMount(mountpoint, path))
 		}
 		if errors.Is(err, os.ErrPermission) {
 			return response{}, fmt.Errorf("control socket %s: permission denied (run as the user who mounted, normally root)", path)
