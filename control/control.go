@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"sluice/backing"
+	"sluice/internal/mountinfo"
 	"sluice/stack"
 )
 
@@ -294,25 +295,16 @@ func whyNoMount(mountpoint, path string) string {
 }
 
 // mountAt returns the type and the mounting user (user_id=, -1 when not
-// given) of the file system mounted last at dir, from /proc/self/mounts.
+// given) of the file system mounted last at dir.
 func mountAt(dir string) (fstype string, uid int, ok bool) {
-	b, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return "", -1, false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 4 || strings.ReplaceAll(f[1], `\040`, " ") != dir {
-			continue
-		}
-		fstype, uid, ok = f[2], -1, true
-		for _, o := range strings.Split(f[3], ",") {
-			if v, found := strings.CutPrefix(o, "user_id="); found {
-				fmt.Sscan(v, &uid)
-			}
+	m, ok, _ := mountinfo.At(dir)
+	uid = -1
+	for _, o := range m.Super {
+		if v, found := strings.CutPrefix(o, "user_id="); found {
+			fmt.Sscan(v, &uid)
 		}
 	}
-	return fstype, uid, ok
+	return m.FSType, uid, ok
 }
 
 // ErrNoMount means no sluice serves the mountpoint.

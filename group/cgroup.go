@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/mountinfo"
 )
 
 // sluice exec keeps its command's processes in a cgroup of their own, in a
@@ -81,34 +83,12 @@ func hierarchyPath(s string) string {
 // hierarchyMount returns where sluice's hierarchy is mounted, at its
 // root, in the text of a /proc/self/mountinfo; "" when it is not.
 func hierarchyMount(s string) string {
-	for line := range strings.Lines(s) {
-		pre, post, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 3 || g[0] != "cgroup" || f[3] != "/" {
-			continue
-		}
-		if slices.Contains(strings.Split(g[2], ","), "name="+CgroupHierarchy) {
-			return unescapeMount(f[4])
+	for _, m := range mountinfo.Parse(s) {
+		if m.FSType == "cgroup" && m.Root == "/" && slices.Contains(m.Super, "name="+CgroupHierarchy) {
+			return m.Point
 		}
 	}
 	return ""
-}
-
-// unescapeMount undoes the octal escapes (\040 for a space) of a path in
-// /proc/self/mountinfo.
-func unescapeMount(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // findCgroupMount returns where this mount namespace has sluice's

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/mountinfo"
 )
 
 // A sluice daemon killed without unmounting (SIGKILL, a crash, the OOM
@@ -88,45 +86,6 @@ func mountpointPath(mountpoint string) (string, error) {
 // topMount reports the file system type of the last mount listed on mp
 // in /proc/self/mountinfo, the one a lookup of mp reaches.
 func topMount(mp string) (fstype string, mounted bool, err error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || unescapeMountinfo(fields[4]) != mp {
-			continue
-		}
-		for i := 5; i+1 < len(fields); i++ {
-			if fields[i] == "-" {
-				fstype, mounted = fields[i+1], true
-				break
-			}
-		}
-	}
-	return fstype, mounted, sc.Err()
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) of a
-// path in /proc/self/mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	m, ok, err := mountinfo.At(mp)
+	return m.FSType, ok, err
 }
