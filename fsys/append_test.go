@@ -12,23 +12,28 @@ import (
 	"sluice/group"
 )
 
-// appendCases are the mounts an O_APPEND write is checked on: a group
+// writerCases are the mounts a tenant's writes are checked on: a group
 // without a limit (its writes go straight to the backing file) and a
 // limited one (through the engine, with direct I/O).
-var appendCases = []struct {
+var writerCases = []struct {
 	name   string
-	limits string
+	limits []string
 }{
-	{"unlimited", ""},
-	{"limited", "default wbps=100MiB rbps=100MiB"},
+	{"unlimited", nil},
+	{"limited", []string{"default wbps=1GiB rbps=1GiB"}},
 }
 
-func appendMount(t *testing.T, limits string) (src, mnt string) {
-	var opts Options
-	if limits != "" {
-		opts.Limits = []group.LimitSpec{limit(t, limits)}
+// limitSpecs parses limit specs.
+func limitSpecs(t *testing.T, specs []string) []group.LimitSpec {
+	var out []group.LimitSpec
+	for _, s := range specs {
+		out = append(out, limit(t, s))
 	}
-	src, mnt, _ = mount(t, opts)
+	return out
+}
+
+func appendMount(t *testing.T, limits []string) (src, mnt string) {
+	src, mnt, _ = mount(t, Options{Limits: limitSpecs(t, limits)})
 	if err := os.Chown(src, 4101, 4101); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +65,7 @@ func appendAs(t *testing.T, path string, f *os.File, s string) error {
 // has it, whoever wrote last, through a new open and through one kept
 // open while SOURCE grew behind the mount.
 func TestAppend(t *testing.T) {
-	for _, c := range appendCases {
+	for _, c := range writerCases {
 		t.Run(c.name, func(t *testing.T) {
 			src, mnt := appendMount(t, c.limits)
 			for _, kept := range []bool{false, true} {
@@ -111,7 +116,7 @@ func TestAppend(t *testing.T) {
 // TestAppendOnly: a file with the append-only attribute takes appends
 // through the mount as on SOURCE, and refuses other writes as SOURCE does.
 func TestAppendOnly(t *testing.T) {
-	for _, c := range appendCases {
+	for _, c := range writerCases {
 		t.Run(c.name, func(t *testing.T) {
 			src, mnt := appendMount(t, c.limits)
 			p := filepath.Join(src, "log")

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-
-	"sluice/group"
 )
 
 // fillAs writes path as uid in 64 KiB pieces until the file system is full
@@ -65,18 +63,12 @@ func reservedFS(t *testing.T, size int64) (root, u string) {
 // the same way, are not bypassed).
 func TestReservedBlocks(t *testing.T) {
 	root, u := reservedFS(t, 24<<20)
-	for _, tc := range []struct {
-		name   string
-		limits []group.LimitSpec
-	}{
-		{"unlimited", nil},
-		{"limited", []group.LimitSpec{limit(t, "default wbps=1GiB")}},
-	} {
+	for _, tc := range writerCases {
 		t.Run(tc.name, func(t *testing.T) {
 			direct := fillAs(t, 4101, filepath.Join(u, "direct"))
 			os.Remove(filepath.Join(u, "direct"))
 			syscall.Sync()
-			_, mnt, _ := mount(t, Options{Source: root, AllowOther: true, Limits: tc.limits})
+			_, mnt, _ := mount(t, Options{Source: root, AllowOther: true, Limits: limitSpecs(t, tc.limits)})
 			through := fillAs(t, 4101, filepath.Join(mnt, "u", "through"))
 			os.Remove(filepath.Join(u, "through"))
 			syscall.Sync()
@@ -138,15 +130,9 @@ func TestFallocateReserved(t *testing.T) {
 	if !errors.Is(derr, syscall.ENOSPC) {
 		t.Fatalf("uid 4101 allocating %d MiB on SOURCE, %d MiB free for users: %v, want ENOSPC", n>>20, avail>>20, derr)
 	}
-	for _, tc := range []struct {
-		name   string
-		limits []group.LimitSpec
-	}{
-		{"unlimited", nil},
-		{"limited", []group.LimitSpec{limit(t, "default wbps=1GiB")}},
-	} {
+	for _, tc := range writerCases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, mnt, _ := mount(t, Options{Source: root, AllowOther: true, Limits: tc.limits})
+			_, mnt, _ := mount(t, Options{Source: root, AllowOther: true, Limits: limitSpecs(t, tc.limits)})
 			_, err := allocate(filepath.Join(mnt, "u", "through"))
 			_, tfree := statfs()
 			var st syscall.Stat_t
