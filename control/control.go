@@ -392,11 +392,7 @@ func (s Status) String() string { return s.Format(false) }
 // Format renders the status for a person, sizes and counts rounded, or
 // every figure exact when exact is set (stack.Metrics.Format).
 func (s Status) Format(exact bool) string {
-	size, count := stack.HumanBytes, stack.HumanCount
-	if exact {
-		size = func(n int64) string { return fmt.Sprintf("%d B", n) }
-		count = func(n int64) string { return fmt.Sprint(n) }
-	}
+	size, count := stack.Units(exact)
 	out := fmt.Sprintf("%s on %s at %s\nbacking files read %s; %s reads past SOURCE's page cache\n%s",
 		s.Source, s.Mountpoint, s.Time.Format(time.RFC3339), s.Backing, count(s.ColdReads), s.Metrics.Format(exact))
 	if len(s.Mirrors) == 0 {

@@ -169,11 +169,7 @@ func (m Metrics) String() string { return m.Format(false) }
 // Format renders the snapshot as String does, every figure exact (bytes,
 // calls, nanoseconds as seconds to the millisecond) when exact is set.
 func (m Metrics) Format(exact bool) string {
-	size, count := HumanBytes, HumanCount
-	if exact {
-		size = func(n int64) string { return fmt.Sprintf("%d B", n) }
-		count = func(n int64) string { return fmt.Sprint(n) }
-	}
+	size, count := Units(exact)
 	secs := func(ns int64) string { return fmt.Sprintf("%.3f s", float64(ns)/1e9) }
 	var b strings.Builder
 	for i := range m.Groups {
@@ -190,6 +186,15 @@ func (m Metrics) Format(exact bool) string {
 	}
 	fmt.Fprintf(&b, "cache %s of %s, %s I/Os queued\n", size(m.CacheBytes), size(m.CacheLimit), count(int64(m.Queued)))
 	return b.String()
+}
+
+// Units returns how Format writes sizes and counts: HumanBytes and
+// HumanCount, or in full when exact ("4096 B", "3149").
+func Units(exact bool) (size, count func(int64) string) {
+	if exact {
+		return func(n int64) string { return fmt.Sprintf("%d B", n) }, func(n int64) string { return fmt.Sprint(n) }
+	}
+	return HumanBytes, HumanCount
 }
 
 // HumanBytes writes n bytes in the largest binary unit below it, to three
