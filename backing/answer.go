@@ -2,7 +2,6 @@ package backing
 
 import (
 	"sync"
-	"syscall"
 	"time"
 
 	"sluice/mirror"
@@ -46,27 +45,28 @@ func (f *File) ReadAtAnswering(pid int, unique uint64, p []byte, off int64) (n i
 	return f.set.read(pid, unique, p, off)
 }
 
-// watched is a read in flight on its caller's goroutine that the
-// watchdog hedges at its deadline. Its fields are guarded by m.mu; rerr
-// and answered are written before end is closed.
+// watched is a caller's read that runs on the caller's goroutine and
+// that the watchdog hedges at its Wake. Its fields are guarded by m.mu;
+// n, answered and err are written before delivered is set and end, if
+// made, closed.
 type watched struct {
 	s        *fileSet
-	r        mirror.Read
+	fl       mirror.Flight
 	unique   uint64
 	answer   Answer
-	deadline int64
-	every    int64   // the hedge delay
-	from     started // the caller's own read
-	idx      int     // in m.watchdog.list; -1 when out
-	few      [8]bool
-	tried    []bool // the mirrors tried, for the rescue
-	hedged   bool   // the watchdog has sent it to another mirror
-	over     bool   // the caller's own read answered first
-	claimed  bool   // the rescue is answering the caller
-	end      chan struct{}
-	answered bool
-	n        int // bytes answered
-	rerr     error
+	deadline int64 // the flight's Wake
+	idx      int   // in m.watchdog.list; -1 when out
+	// hedged says the watchdog sent a read of it to another mirror: a
+	// rescue goroutine refers to it.
+	hedged bool
+	// Once a rescue decides the answer: the caller's answer, delivered
+	// (through answer, unless err), and end, made by a caller waiting
+	// for it, closed.
+	delivered bool
+	end       chan struct{}
+	answered  bool
+	n         int
+	err       error
 }
 
 // watches holds watched records for reuse: one per read otherwise.
@@ -81,6 +81,21 @@ type watchdog struct {
 	quit    chan struct{}
 }
 
+// rewatch puts w on the watchdog at the flight's wake after step st, or
+// takes it off when it has none. Called with m.mu held.
+func (m *Mirror) rewatch(w *watched, st mirror.Step) {
+	if st.Wake == 0 {
+		m.unwatch(w)
+		return
+	}
+	w.deadline = st.Wake
+	if w.idx < 0 {
+		m.watch(w)
+		return
+	}
+	m.wake(w.deadline)
+}
+
 // watch adds w to the watchdog, starting it or waking it earlier as
 // needed. Called with m.mu held.
 func (m *Mirror) watch(w *watched) {
@@ -93,8 +108,14 @@ func (m *Mirror) watch(w *watched) {
 		d.quit = make(chan struct{})
 		go m.watchLoop(d.kick, d.quit)
 	}
-	if d.next == 0 || w.deadline < d.next {
-		d.next = w.deadline
+	m.wake(w.deadline)
+}
+
+// wake makes the watchdog wake by t. Called with m.mu held.
+func (m *Mirror) wake(t int64) {
+	d := &m.watchdog
+	if d.next == 0 || t < d.next {
+		d.next = t
 		select {
 		case d.kick <- struct{}{}:
 		default:
@@ -136,24 +157,17 @@ func (m *Mirror) watchLoop(kick, quit chan struct{}) {
 		for i := 0; i < len(d.list); {
 			w := d.list[i]
 			if w.deadline <= now {
-				st, _, ok, wait := w.s.hedgeToLocked(w.r, w.tried, w.from)
-				switch {
-				case ok:
-					m.unwatch(w)
+				st := m.set.Timer(now, &w.fl)
+				w.s.sent(st)
+				if st.Sending {
 					w.hedged = true
-					w.end = make(chan struct{})
-					// The rescue keeps the set's files open as a read does.
-					w.s.busy++
-					go w.s.rescue(w, st)
-					continue
-				case !wait:
-					// No mirror is left to hedge on.
+					go w.s.rescue(w, st.Send)
+				}
+				if st.Wake == 0 {
 					m.unwatch(w)
 					continue
 				}
-				// The read's own mirror is still the best bet: look
-				// again a hedge delay later.
-				w.deadline = now + w.every
+				w.deadline = st.Wake
 			}
 			if next == 0 || w.deadline < next {
 				next = w.deadline
@@ -176,86 +190,94 @@ func (m *Mirror) watchLoop(kick, quit chan struct{}) {
 	}
 }
 
-// rescue serves w's read from st, then from the other mirrors not tried,
-// one after another while they fail, and answers the caller unless its
-// own read has.
-func (s *fileSet) rescue(w *watched, st started) {
-	m := s.m
-	buf := getBuf(int(w.r.Len))
-	defer putBuf(buf)
-	w.rerr = syscall.EIO
-	for ok := true; ok; st, _, ok = s.pick(w.r, w.tried) {
-		n, err := s.files[st.i].ReadAt(buf.b, w.r.Off)
-		s.finish(st, n, err)
-		if err != nil {
-			w.rerr = err
-			continue
-		}
-		m.mu.Lock()
-		over := w.over
-		w.claimed = !over
-		m.mu.Unlock()
-		if !over {
-			w.rerr = w.answer(w.unique, buf.b[:n])
-			w.answered, w.n = w.rerr == nil, n
-		}
-		break
+// deliver records the caller's answer decided by a rescue and wakes the
+// caller if it waits. Called with m.mu held.
+func (w *watched) deliver(n int, answered bool, err error) {
+	w.n, w.answered, w.err, w.delivered = n, answered, err, true
+	if w.end != nil {
+		close(w.end)
 	}
-	close(w.end)
-	s.done()
 }
 
-// watched returns the watch of r sent as st. Called with m.mu held.
-func (s *fileSet) watched(r mirror.Read, unique uint64, answer Answer, st started, hedge int64, tried []bool) *watched {
+// rescue reads w's flight from the mirror sn, off the caller's
+// goroutine, then from the mirrors the flight goes on to while they
+// fail; if its read is the first answer, it answers the caller.
+func (s *fileSet) rescue(w *watched, sn mirror.Send) {
+	m := s.m
+	r := w.fl.Read()
+	buf := getBuf(int(r.Len))
+	defer putBuf(buf)
+	for {
+		n, err := s.files[sn.Mirror].ReadAt(buf.b, r.Off)
+		st := s.finished(&w.fl, w, sn, n, err)
+		switch {
+		case st.Done && st.Err == nil:
+			aerr := w.answer(w.unique, buf.b[:n])
+			m.mu.Lock()
+			w.deliver(n, aerr == nil, aerr)
+			m.mu.Unlock()
+		case st.Done:
+			m.mu.Lock()
+			w.deliver(0, false, st.Err)
+			m.mu.Unlock()
+		case st.Sending:
+			sn = st.Send
+			continue
+		}
+		return
+	}
+}
+
+// readAnswering is a read whose caller can be answered early: it runs on
+// the caller's goroutine, watched by the watchdog, which sends it to
+// another mirror at its hedge time (rescue). answered reports that a
+// rescue answered the caller.
+func (s *fileSet) readAnswering(r mirror.Read, unique uint64, answer Answer, p []byte) (n int, answered bool, err error) {
+	m := s.m
 	w, _ := watches.Get().(*watched)
 	if w == nil {
 		w = new(watched)
 	}
-	*w = watched{s: s, r: r, unique: unique, answer: answer, deadline: st.start + hedge, every: hedge, from: st}
-	w.tried = w.few[:0]
-	if len(tried) > len(w.few) {
-		w.tried = make([]bool, 0, len(tried))
+	*w = watched{s: s, unique: unique, answer: answer, idx: -1}
+	_, st := s.begin(r, w)
+	for st.Sending {
+		sn := st.Send
+		n, err = s.files[sn.Mirror].ReadAt(p, r.Off)
+		st = s.finished(&w.fl, w, sn, n, err)
 	}
-	w.tried = append(w.tried, tried...)
-	return w
-}
-
-// readWatched is the read of w from the mirror st, on the caller's
-// goroutine, watched (m.watch) for its hedge deadline.
-func (s *fileSet) readWatched(w *watched, p []byte, st started, tried []bool) (n int, answered bool, err error) {
-	m := s.m
-	r := w.r
-	n, err = s.files[st.i].ReadAt(p, r.Off)
 	m.mu.Lock()
-	m.endLocked(st, n, err)
-	last := s.idle()
-	hedged, claimed := w.hedged, w.claimed
 	switch {
-	case !hedged:
-		m.unwatch(w) // unless the watchdog found no mirror to hedge on
-	case err == nil && !claimed:
-		w.over = true
-	}
-	m.mu.Unlock()
-	if last {
-		s.closeFiles()
-	}
-	if !hedged {
-		// Nothing else refers to w: it is used again.
-		watches.Put(w)
-		return n, false, err
-	}
-	if err == nil && !claimed {
-		return n, false, err
-	}
-	// The rescue is answering, or is the caller's only hope.
-	<-w.end
-	copy(tried, w.tried)
-	switch {
-	case w.answered:
-		return w.n, true, nil
-	case err == nil:
+	case st.Done:
+		// Decided here: by this goroutine's read, or by its failure
+		// ending the last read of the flight.
+		hedged := w.hedged
+		m.mu.Unlock()
+		if !hedged {
+			// Nothing else refers to w: it is used again.
+			watches.Put(w)
+		}
+		if st.Err != nil {
+			return 0, false, st.Err
+		}
 		return n, false, nil
 	}
-	return 0, false, w.rerr
+	// A rescue decides, or has decided, the answer.
+	if !w.delivered {
+		w.end = make(chan struct{})
+		end := w.end
+		m.mu.Unlock()
+		<-end
+		m.mu.Lock()
+	}
+	got, ok, rerr := w.n, w.answered, w.err
+	m.mu.Unlock()
+	switch {
+	case ok:
+		return got, true, nil
+	case err == nil:
+		// The rescue could not answer, but this goroutine's own read
+		// succeeded after the rescue's had: serve it.
+		return n, false, nil
+	}
+	return 0, false, rerr
 }

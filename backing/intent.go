@@ -80,7 +80,7 @@ func newIntents(m *Mirror) (*intents, error) {
 		stop: make(chan struct{}), done: make(chan struct{})}
 	in.cond.L = &in.mu
 	for i, dir := range m.dirs {
-		if m.stale[i] {
+		if m.set.Stale(i) {
 			continue
 		}
 		l, err := newIntentLog(dir, nil)
@@ -166,7 +166,7 @@ func (in *intents) flushLocked(gen uint64) error {
 func (in *intents) write(frames []byte, all map[uint64]intentRecord) error {
 	m := in.m
 	m.mu.Lock()
-	live := slices.Clone(m.live)
+	live := slices.Clone(m.set.Live())
 	m.mu.Unlock()
 	// The mirrors' disks flush at once.
 	errs := make([]error, len(live))
@@ -277,7 +277,7 @@ func (m *Mirror) holders(o *mobj) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
-	for _, i := range m.live {
+	for _, i := range m.set.Live() {
 		if o.sub[i] != 0 {
 			n++
 		}
@@ -305,8 +305,8 @@ func (m *Mirror) recordOf(o *mobj) intentRecord {
 	}
 	m.mu.Lock()
 	src := -1
-	if len(m.live) > 0 {
-		src = m.live[0]
+	if live := m.set.Live(); len(live) > 0 {
+		src = live[0]
 	}
 	m.mu.Unlock()
 	if src >= 0 {
@@ -327,7 +327,7 @@ func cmpOr(a, b error) error {
 // syncLive syncs the file system of every healthy mirror (syncfs).
 func (m *Mirror) syncLive() error {
 	m.mu.Lock()
-	live := slices.Clone(m.live)
+	live := slices.Clone(m.set.Live())
 	m.mu.Unlock()
 	for _, i := range live {
 		fd, err := unix.Open(m.dirs[i], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -379,7 +379,7 @@ func (m *Mirror) recoverIntents() error {
 	var recs []intentRecord
 	seen := map[string]bool{}
 	for i, dir := range m.dirs {
-		if m.stale[i] {
+		if m.set.Stale(i) {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, IntentFile))
@@ -412,7 +412,7 @@ func (m *Mirror) recoverIntents() error {
 		}
 	}()
 	for i, dir := range m.dirs {
-		if m.stale[i] {
+		if m.set.Stale(i) {
 			continue
 		}
 		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -421,19 +421,19 @@ func (m *Mirror) recoverIntents() error {
 		}
 		roots[i] = fd
 	}
+	stale := m.set.StaleMarks()
 	marked := false
 	for _, r := range recs {
 		for _, i := range m.reconcile(r, roots) {
-			m.stale[i] = true
+			stale[i] = true
 			marked = true
 		}
 	}
-	if !slices.Contains(m.stale, false) {
-		return fmt.Errorf("every mirror is stale after comparing the files being written when the set was last stopped")
-	}
 	if marked {
+		if m.set.SetStale(stale) != nil {
+			return fmt.Errorf("every mirror is stale after comparing the files being written when the set was last stopped")
+		}
 		m.mu.Lock()
-		m.relive()
 		err := m.saveState()
 		m.mu.Unlock()
 		if err != nil {

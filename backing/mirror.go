@@ -106,18 +106,15 @@ type Mirror struct {
 	// intents records the files being written (IntentFile).
 	intents *intents
 
-	mu         sync.Mutex
-	stale      []bool
+	mu sync.Mutex
+	// set decides which mirrors are healthy and where each read goes;
+	// the rest of the Mirror does what it says (mirrorread.go).
+	set        *mirror.Set
 	copying    []bool // being resynced
+	resynced   []int64
 	resyncing  bool
 	lastResync string
 	open       map[*fileSet]struct{}
-	policy     mirror.Policy
-	gen        int // counts policies made: a read reports to the one it started with
-	name       string
-	live       []int // healthy mirrors, in order: the policy's indices
-	stats      []MirrorStats
-	sample     []int64 // when stats[i].Latency was last updated
 	objs       map[ID]*mobj
 	opens      uint64      // files opened: each fileSet's number, for the policy's streams
 	keys       []map[ID]ID // per mirror: its object's ID -> the set's ID
@@ -245,21 +242,21 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 	if opts.Policy == "" {
 		opts.Policy = mirror.Default
 	}
-	if _, err := mirror.New(opts.Policy, len(dirs)); err != nil {
+	set, err := mirror.NewSet(len(dirs), opts.Policy, nil)
+	if err != nil {
 		return nil, err
 	}
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}
 	}
 	m := &Mirror{
-		dirs: dirs, now: opts.Now, log: opts.Log, name: opts.Policy, faults: opts.Faults,
-		stale: make([]bool, len(dirs)), copying: make([]bool, len(dirs)),
+		dirs: dirs, now: opts.Now, log: opts.Log, faults: opts.Faults,
+		copying: make([]bool, len(dirs)), resynced: make([]int64, len(dirs)),
 		open:   map[*fileSet]struct{}{},
-		stats:  make([]MirrorStats, len(dirs)),
-		sample: make([]int64, len(dirs)),
 		objs:   map[ID]*mobj{RootID: {sub: make([]ID, len(dirs)), refs: 1}},
 		keys:   make([]map[ID]ID, len(dirs)),
 		nextID: RootID + 1,
+		set:    set,
 	}
 	staleIDs := map[string]bool{}
 	joined, err := m.identify()
@@ -274,21 +271,20 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 		for _, id := range st.Stale {
 			staleIDs[id] = true
 		}
-		m.stats[i].Dir = dir
 		m.keys[i] = map[ID]ID{RootID: RootID}
 		m.objs[RootID].sub[i] = RootID
 	}
+	stale := make([]bool, len(dirs))
 	for i, id := range m.self {
-		m.stale[i] = staleIDs[id] || joined[i]
+		stale[i] = staleIDs[id] || joined[i]
 	}
-	if !slices.Contains(m.stale, false) {
+	if m.set.SetStale(stale) != nil {
 		return nil, fmt.Errorf("every mirror is marked stale in %s: nothing to serve from", StateFile)
 	}
 	if slices.Contains(joined, true) {
 		// Recorded, so that a restart before the resync keeps them
 		// stale.
 		m.mu.Lock()
-		m.relive()
 		err := m.saveState()
 		m.mu.Unlock()
 		if err != nil {
@@ -313,9 +309,6 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 		}
 		m.trees = append(m.trees, t)
 	}
-	m.mu.Lock()
-	m.relive()
-	m.mu.Unlock()
 	in, err := newIntents(m)
 	if err != nil {
 		m.Close()
@@ -450,7 +443,7 @@ func (m *Mirror) compare() error {
 	refDir := ""
 	var diffs []string
 	for i, dir := range m.dirs {
-		if m.stale[i] {
+		if m.set.Stale(i) {
 			continue
 		}
 		des, err := os.ReadDir(dir)
@@ -505,49 +498,32 @@ func (m *Mirror) compare() error {
 		StateFile, refDir, strings.Join(diffs, "\n  "))
 }
 
-// relive rebuilds the list of healthy mirrors and the read policy over
-// them. Called with m.mu held.
-func (m *Mirror) relive() {
-	m.live = m.live[:0]
-	for i := range m.dirs {
-		if !m.stale[i] {
-			m.live = append(m.live, i)
-		}
-	}
-	m.policy, _ = mirror.New(m.name, len(m.live))
-	m.gen++
-}
-
 // SetPolicy switches the read policy.
 func (m *Mirror) SetPolicy(name string) error {
-	if _, err := mirror.New(name, len(m.dirs)); err != nil {
-		return err
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.name = name
-	m.relive()
-	return nil
+	return m.set.SetPolicy(name)
 }
 
 // Policy is the read policy in force.
 func (m *Mirror) Policy() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.name
+	return m.set.Policy()
 }
 
 // Stats returns each mirror's counters.
 func (m *Mirror) Stats() []MirrorStats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := slices.Clone(m.stats)
-	for i := range out {
-		out[i].State = Healthy
+	out := make([]MirrorStats, len(m.dirs))
+	for i, c := range m.set.Stats() {
+		out[i] = MirrorStats{Dir: m.dirs[i], State: Healthy, Reads: c.Reads, Bytes: c.Bytes, Errors: c.Errors,
+			Inflight: c.Inflight, Hedged: c.Hedged, Latency: c.Latency, ReadTime: c.ReadTime, Resynced: m.resynced[i]}
 		switch {
 		case m.copying[i]:
 			out[i].State = Resyncing
-		case m.stale[i]:
+		case m.set.Stale(i):
 			out[i].State = Stale
 		}
 	}
@@ -560,14 +536,10 @@ func (m *Mirror) Stats() []MirrorStats {
 // restart, which would serve the stale mirror again, so the operation
 // that failed on it must fail too. Called with m.mu held.
 func (m *Mirror) markStaleLocked(i int, err error) (bool, error) {
-	if m.stale[i] {
-		return true, nil
+	changed, ok := m.set.MarkStale(i)
+	if !changed {
+		return ok, nil
 	}
-	if len(m.live) <= 1 {
-		return false, nil
-	}
-	m.stale[i] = true
-	m.relive()
 	serr := m.saveState()
 	m.log("mirror %s is stale (%v): no more reads or writes go to it", m.dirs[i], err)
 	return true, serr
@@ -578,14 +550,15 @@ func (m *Mirror) markStaleLocked(i int, err error) (bool, error) {
 // then serve a stale mirror again. Called with m.mu held.
 func (m *Mirror) saveState() error {
 	var ids []string
-	for j, s := range m.stale {
+	for j, s := range m.set.StaleMarks() {
 		if s {
 			ids = append(ids, m.self[j])
 		}
 	}
 	var first error
 	saved := false
-	for _, j := range m.live {
+	live := m.set.Live()
+	for _, j := range live {
 		if werr := writeState(m.dirs[j], mirrorState{ID: m.self[j], Stale: ids}); werr != nil {
 			m.log("mirror %s: recording the set's state: %v", m.dirs[j], werr)
 			first = cmpOr(first, werr)
@@ -593,7 +566,7 @@ func (m *Mirror) saveState() error {
 		}
 		saved = true
 	}
-	if !saved && len(m.live) > 0 {
+	if !saved && len(live) > 0 {
 		return fmt.Errorf("recording the set's state: %w", first)
 	}
 	return nil
@@ -604,7 +577,7 @@ func (m *Mirror) healthy(o *mobj) []int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []int
-	for _, i := range m.live {
+	for _, i := range m.set.Live() {
 		if o.sub[i] != 0 {
 			out = append(out, i)
 		}
@@ -623,9 +596,7 @@ func (m *Mirror) obj(id ID) (*mobj, error) {
 }
 
 // fan runs op on every healthy mirror holding o and sorts out the
-// outcome: when no mirror succeeds, the first one's error; otherwise the
-// mirrors that failed are marked stale (all but the last healthy one),
-// and ok lists the ones that succeeded.
+// outcome (settle); ok lists the mirrors that succeeded.
 func (m *Mirror) fan(o *mobj, op func(i int, sub ID) error) (ok []int, err error) {
 	on := m.healthy(o)
 	if len(on) == 0 {
@@ -637,18 +608,48 @@ func (m *Mirror) fan(o *mobj, op func(i int, sub ID) error) (ok []int, err error
 			ok = append(ok, i)
 		}
 	}
-	if len(ok) == 0 {
-		return nil, errs[0]
-	}
-	for k, i := range on {
-		if errs[k] != nil && !m.vanished(o, errs[k], ok[0]) {
-			if err := m.failed(i, errs[k]); err != nil {
-				m.log("%v: failing the operation", err)
-				return nil, syscall.EIO
-			}
-		}
+	if err := m.settle(o, on, errs, ok); err != nil {
+		return nil, err
 	}
 	return ok, nil
+}
+
+// settle sorts out an operation on o sent to the mirrors on, errs[k]
+// being mirror on[k]'s error and ok the mirrors that succeeded
+// (mirror.Set's Fanout): when none did, the operation fails with the
+// first mirror's error; otherwise the mirrors that failed are marked
+// stale, all but the last healthy one, and the marks recorded. A mark
+// that could not be recorded fails the operation with EIO.
+func (m *Mirror) settle(o *mobj, on []int, errs []error, ok []int) error {
+	if len(ok) == 0 {
+		return errs[0]
+	}
+	out := make([]mirror.Outcome, len(on))
+	for k := range on {
+		switch {
+		case errs[k] == nil:
+			out[k] = mirror.OK
+		case o != nil && m.vanished(o, errs[k], ok[0]):
+			out[k] = mirror.Gone
+		default:
+			out[k] = mirror.Failed
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, marked := m.set.Fanout(on, out)
+	if len(marked) == 0 {
+		return nil
+	}
+	serr := m.saveState()
+	for _, i := range marked {
+		m.log("mirror %s is stale (%v): no more reads or writes go to it", m.dirs[i], errs[slices.Index(on, i)])
+	}
+	if serr != nil {
+		m.log("%v: failing the operation", serr)
+		return syscall.EIO
+	}
+	return nil
 }
 
 // vanished reports whether err, of an operation on o that mirror j
@@ -662,16 +663,6 @@ func (m *Mirror) vanished(o *mobj, err error, j int) bool {
 	}
 	st, gerr := m.trees[j].Getattr(o.sub[j])
 	return gerr == syscall.ESTALE || gerr == syscall.ENOENT || gerr == nil && st.Nlink == 0
-}
-
-// failed counts a failure of mirror i and marks it stale. An error says
-// the mark could not be recorded.
-func (m *Mirror) failed(i int, err error) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stats[i].Errors++
-	_, serr := m.markStaleLocked(i, err)
-	return serr
 }
 
 // enter makes the set's object of per-mirror entries (each with one
@@ -834,7 +825,7 @@ func (m *Mirror) first(id ID, op func(t Tree, sub ID) error) error {
 			return err
 		}
 		m.mu.Lock()
-		m.stats[i].Errors++
+		m.set.Failed(i)
 		m.mu.Unlock()
 	}
 	return err
@@ -1211,20 +1202,6 @@ func (s *fileSet) closeFiles() error {
 	return first
 }
 
-// decay folds a read time into mirror i's latency average. Called with
-// m.mu held.
-func (m *Mirror) decay(i int, now, d int64) {
-	st := &m.stats[i]
-	if st.Latency == 0 {
-		st.Latency, m.sample[i] = d, now
-		return
-	}
-	w := float64(now-m.sample[i]) / float64(mirror.DecayTime)
-	w = min(w, 1)
-	st.Latency += int64(float64(d-st.Latency) * w)
-	m.sample[i] = now
-}
-
 // each runs op, which changes the file as kind says, on every healthy
 // mirror's file and sorts out the outcome as fan does.
 func (s *fileSet) each(kind changeKind, op func(f *File) error) error {
@@ -1236,7 +1213,7 @@ func (s *fileSet) each(kind changeKind, op func(f *File) error) error {
 	m.touch(s.obj, kind)
 	m.mu.Lock()
 	var on []int
-	for _, i := range m.live {
+	for _, i := range m.set.Live() {
 		if s.files[i] != nil {
 			on = append(on, i)
 		}
@@ -1253,31 +1230,20 @@ func (s *fileSet) each(kind changeKind, op func(f *File) error) error {
 		defer end()
 	}
 	errs := make([]error, len(on))
-	done := 0
+	var ok []int
 	for k, i := range on {
 		if errs[k] = op(s.files[i]); errs[k] == nil {
-			done++
+			ok = append(ok, i)
 		}
 	}
-	if done == 0 {
-		return errs[0]
-	}
-	for k, i := range on {
-		if errs[k] != nil {
-			if err := m.failed(i, errs[k]); err != nil {
-				m.log("%v: failing the operation", err)
-				return syscall.EIO
-			}
-		}
-	}
-	return nil
+	return m.settle(nil, on, errs, ok)
 }
 
 // primary is the first healthy mirror's file.
 func (s *fileSet) primary() *File {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
-	for _, i := range s.m.live {
+	for _, i := range s.m.set.Live() {
 		if s.files[i] != nil {
 			return s.files[i]
 		}

@@ -2,221 +2,118 @@ package backing
 
 import (
 	"sync"
-	"syscall"
 	"time"
 	"unsafe"
 
 	"sluice/mirror"
 )
 
-// A read of a mirror set goes to the mirror the policy picks. If the
-// policy hedges (mirror.Hedger) and another mirror could serve it, a read
-// still running after the policy's delay goes to the mirror the policy
-// would pick now too, unless that is the one it waits on, and the first
-// answer serves the caller (the other finishes in the background and is
-// reported to the policy like any read). A read whose caller can be
-// answered early runs on the caller's goroutine and is hedged by the
-// set's watchdog (answer.go); any other hedged read runs into a buffer of
-// its own, through an io_uring (readRing) or on a goroutine (readHedged).
-// A read that fails is tried on the next mirror at once. A policy that
-// probes (mirror.Prober) gets its background reads started here too.
+// Reads of a mirror set. Where each read goes, when it is hedged and on
+// which mirror, and what a failure leads to are decided by the set's core
+// (mirror.Set), under m.mu; what is here only does what it says: reads a
+// mirror, wakes at the time it gives, and hands it each read's end. A
+// read that is never hedged runs on its caller's goroutine. One that may
+// be hedged runs there too when its caller can be answered early
+// (answer.go: the set's watchdog hedges it); otherwise each of its reads
+// goes into a buffer of its own, through an io_uring (readRing) or on a
+// goroutine (readHedged), and the first answer serves the caller. A
+// policy's probes (mirror.Prober) run on goroutines of their own.
 
-// started is one read sent to a mirror.
-type started struct {
-	i, k  int // mirror, and its index in the policy's live list
-	gen   int
-	start int64
-}
-
-// pick chooses the mirror for r among those not tried and reports the
-// read started; ok is false when none is left. hedge is how long the read
-// may run before it is hedged (0: never).
-func (s *fileSet) pick(r mirror.Read, tried []bool) (st started, hedge int64, ok bool) {
-	s.m.mu.Lock()
-	defer s.m.mu.Unlock()
-	return s.pickLocked(r, tried)
-}
-
-// pickLocked is pick with m.mu held.
-func (s *fileSet) pickLocked(r mirror.Read, tried []bool) (st started, hedge int64, ok bool) {
-	m := s.m
-	i, k := -1, -1
-	if len(m.live) > 0 {
-		k = m.policy.Pick(m.now(), r)
-		i = m.live[k]
-	}
-	if i < 0 || !s.free(i, tried) {
-		// The policy's pick is out: the next healthy mirror not tried.
-		if k = s.untried(tried); k < 0 {
-			return st, 0, false
-		}
-		i = m.live[k]
-	}
-	return s.send(r, tried, i, k)
-}
-
-// free reports whether mirror i is open and not tried. Called with m.mu
-// held.
-func (s *fileSet) free(i int, tried []bool) bool { return !tried[i] && s.files[i] != nil }
-
-// untried returns the policy index of the first healthy mirror free for
-// another try, -1 for none. Called with m.mu held.
-func (s *fileSet) untried(tried []bool) int {
-	for k, i := range s.m.live {
-		if s.free(i, tried) {
-			return k
+// closed returns the mirrors whose file is not open, which no read of s
+// can go to. Called with m.mu held.
+func (s *fileSet) closed() uint64 {
+	var c uint64
+	for i, f := range s.files {
+		if f == nil {
+			c |= 1 << i
 		}
 	}
-	return -1
+	return c
 }
 
-// send reports r started on mirror i (policy index k) and returns how
-// long it may run before it is hedged. Called with m.mu held.
-func (s *fileSet) send(r mirror.Read, tried []bool, i, k int) (st started, hedge int64, ok bool) {
-	m := s.m
-	tried[i] = true
-	s.busy++
-	st = m.begin(i, k, r)
-	if h, isH := m.policy.(mirror.Hedger); isH && s.untried(tried) >= 0 {
-		hedge = h.HedgeAfter(st.start, k)
+// sent counts the reads a step starts: the set's files stay open until
+// they end. Called with m.mu held.
+func (s *fileSet) sent(st mirror.Step) {
+	if st.Sending {
+		s.busy++
 	}
-	return st, hedge, true
+	if st.Probing {
+		s.busy++
+	}
 }
 
-// begin reports a read of r sent to mirror i (policy index k). Called
-// with m.mu held.
-func (m *Mirror) begin(i, k int, r mirror.Read) started {
-	st := started{i: i, k: k, gen: m.gen, start: m.now()}
-	m.policy.Started(st.start, k, r)
-	m.stats[i].Inflight++
+// begin starts a caller's read r, watched by the watchdog (w, when not
+// nil) if it may be hedged, and starts the probe the policy asks for.
+func (s *fileSet) begin(r mirror.Read, w *watched) (fl mirror.Flight, st mirror.Step) {
+	m := s.m
+	m.mu.Lock()
+	fl, st = m.set.Begin(m.now(), r, s.closed())
+	s.sent(st)
+	if w != nil {
+		w.fl = fl
+		m.rewatch(w, st)
+	}
+	m.mu.Unlock()
+	if st.Probing {
+		s.probe(r, st.Probe)
+	}
+	return fl, st
+}
+
+// finished hands the end of a read sent as sn, of flight fl (nil: a
+// probe, or a read whose caller has gone), to the core and returns what
+// to do next; w, when not nil, is fl's watch. The files are closed when
+// this was the last read of a set closed meanwhile.
+func (s *fileSet) finished(fl *mirror.Flight, w *watched, sn mirror.Send, n int, err error) mirror.Step {
+	m := s.m
+	m.mu.Lock()
+	var st mirror.Step
+	if fl != nil {
+		st = m.set.Finished(m.now(), fl, sn, n, err)
+	} else {
+		st.Report = m.set.Done(m.now(), sn, n, err)
+	}
+	s.sent(st)
+	if w != nil {
+		m.rewatch(w, st)
+	}
+	var errs int64
+	if st.Report {
+		errs = m.set.Stat(sn.Mirror).Errors
+	}
+	last := s.idle()
+	m.mu.Unlock()
+	if st.Report {
+		m.log("mirror %s: read failed (%v), served by another; %d failures so far", m.dirs[sn.Mirror], err, errs)
+	}
+	if last {
+		s.closeFiles()
+	}
 	return st
 }
 
-// endLocked reports a read's outcome to the counters and to the policy it
-// was started with. Called with m.mu held.
-func (m *Mirror) endLocked(st started, n int, err error) {
-	now := m.now()
-	c := &m.stats[st.i]
-	c.Inflight--
-	c.Reads++
-	c.Bytes += int64(n)
-	c.ReadTime += now - st.start
-	m.decay(st.i, now, now-st.start)
-	if m.gen == st.gen {
-		m.policy.Done(now, st.k, st.start, err)
-	}
-	if err != nil {
-		c.Errors++
-		if c.Errors&(c.Errors-1) == 0 {
-			m.log("mirror %s: read failed (%v), served by another; %d failures so far", m.dirs[st.i], err, c.Errors)
-		}
-	}
-}
-
-// hedgeTo starts the hedge of r, sent as from and still in flight past
-// its delay, on the mirror the policy names (mirror.Hedger's HedgeTo),
-// and counts it. When ok is false, wait reports that a mirror not tried
-// is left, for a later try.
-func (s *fileSet) hedgeTo(r mirror.Read, tried []bool, from started) (st started, hedge int64, ok, wait bool) {
-	s.m.mu.Lock()
-	defer s.m.mu.Unlock()
-	return s.hedgeToLocked(r, tried, from)
-}
-
-// hedgeToLocked is hedgeTo with m.mu held.
-func (s *fileSet) hedgeToLocked(r mirror.Read, tried []bool, from started) (st started, hedge int64, ok, wait bool) {
+// timer is the core's Timer for fl: the hedge of a read running long.
+func (s *fileSet) timer(fl *mirror.Flight) mirror.Step {
 	m := s.m
-	allowed := func(k int) bool { return s.free(m.live[k], tried) }
-	h, isH := m.policy.(mirror.Hedger)
-	switch {
-	case isH && from.gen == m.gen:
-		if k, yes := h.HedgeTo(m.now(), from.k, from.start, allowed); yes {
-			st, hedge, ok = s.send(r, tried, m.live[k], k)
-		}
-	default:
-		// The policy changed meanwhile: the mirror it picks, or the next.
-		st, hedge, ok = s.pickLocked(r, tried)
-	}
-	if ok {
-		m.stats[from.i].Hedged++
-		return st, hedge, true, false
-	}
-	return st, 0, false, s.untried(tried) >= 0
+	m.mu.Lock()
+	st := m.set.Timer(m.now(), fl)
+	s.sent(st)
+	m.mu.Unlock()
+	return st
 }
 
-// probeLocked starts the background read the policy asks for, if any,
-// and returns it for the caller to run (probe) once m.mu is released.
-// Called with m.mu held.
-func (s *fileSet) probeLocked(r mirror.Read) (st started, ok bool) {
-	m := s.m
-	pr, isP := m.policy.(mirror.Prober)
-	if !isP {
-		return st, false
-	}
-	k, ok := pr.Probe(m.now())
-	if !ok || s.files[m.live[k]] == nil {
-		return st, false
-	}
-	s.busy++
-	return m.begin(m.live[k], k, r), true
-}
+// until is how long from now the set's clock reaches t.
+func (m *Mirror) until(t int64) time.Duration { return time.Duration(t - m.now()) }
 
-// probe runs the background read st of r.
-func (s *fileSet) probe(r mirror.Read, st started) {
-	f := s.files[st.i]
+// probe runs the background read sn of r.
+func (s *fileSet) probe(r mirror.Read, sn mirror.Send) {
+	f := s.files[sn.Mirror]
 	go func() {
 		buf := getBuf(int(r.Len))
 		n, err := f.ReadAt(buf.b, r.Off)
 		putBuf(buf)
-		s.finish(st, n, err)
+		s.finished(nil, nil, sn, n, err)
 	}()
-}
-
-// first picks the mirror of r's first read, and under the same lock
-// starts the policy's probe and, when the read may be hedged and its
-// caller answered early (answer), watches it (w).
-func (s *fileSet) first(r mirror.Read, tried []bool, unique uint64, answer Answer) (st started, hedge int64, ok bool, w *watched) {
-	m := s.m
-	m.mu.Lock()
-	st, hedge, ok = s.pickLocked(r, tried)
-	var pst started
-	var probe bool
-	if ok {
-		pst, probe = s.probeLocked(r)
-		if hedge > 0 && answer != nil {
-			w = s.watched(r, unique, answer, st, hedge, tried)
-			m.watch(w)
-		}
-	}
-	m.mu.Unlock()
-	if probe {
-		s.probe(r, pst)
-	}
-	return st, hedge, ok, w
-}
-
-// finish reports a read's end, and closes the files when it was the last
-// read of a set closed meanwhile.
-func (s *fileSet) finish(st started, n int, err error) {
-	m := s.m
-	m.mu.Lock()
-	m.endLocked(st, n, err)
-	last := s.idle()
-	m.mu.Unlock()
-	if last {
-		s.closeFiles()
-	}
-}
-
-// done ends what kept the set's files open without being a read (a
-// rescue), closing them if the set was closed meanwhile.
-func (s *fileSet) done() {
-	s.m.mu.Lock()
-	last := s.idle()
-	s.m.mu.Unlock()
-	if last {
-		s.closeFiles()
-	}
 }
 
 // idle counts one read of the set's out and reports whether the set was
@@ -224,12 +121,6 @@ func (s *fileSet) done() {
 func (s *fileSet) idle() bool {
 	s.busy--
 	return s.closing && s.busy == 0
-}
-
-type answer struct {
-	n   int
-	err error
-	buf *readBuf
 }
 
 func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
@@ -241,189 +132,153 @@ func (s *fileSet) readAt(pid int, p []byte, off int64) (int, error) {
 // ReadAtAnswering).
 func (s *fileSet) read(pid int, unique uint64, p []byte, off int64) (int, bool, error) {
 	r := mirror.Read{PID: pid, File: s.n, Off: off, Len: int64(len(p))}
-	var few [8]bool
-	tried := few[:]
-	if len(s.files) > len(few) {
-		tried = make([]bool, len(s.files))
-	}
-	err := error(syscall.EIO)
-	var answer Answer
 	if a := s.m.answer.Load(); a != nil && unique != 0 {
-		answer = *a
+		return s.readAnswering(r, unique, *a, p)
 	}
-	st, hedge, ok, w := s.first(r, tried, unique, answer)
-	for ok {
-		var n int
-		var rerr error
-		switch {
-		case hedge <= 0:
-			n, rerr = s.files[st.i].ReadAt(p, off)
-			s.finish(st, n, rerr)
-		case answer != nil:
-			var answered bool
-			if w == nil {
-				s.m.mu.Lock()
-				w = s.watched(r, unique, answer, st, hedge, tried)
-				s.m.watch(w)
-				s.m.mu.Unlock()
-			}
-			if n, answered, rerr = s.readWatched(w, p, st, tried); answered {
-				return n, true, nil
-			}
-			w = nil
-		default:
-			// Hedged: every read into a buffer of its own.
-			if rg := getRing(); rg != nil {
-				n, rerr = s.readRing(rg, r, p, st, hedge, tried)
-			} else {
-				n, rerr = s.readHedged(r, p, st, hedge, tried)
-			}
-			return n, false, rerr
-		}
-		if rerr == nil {
+	fl, st := s.begin(r, nil)
+	for st.Sending && st.Wake == 0 {
+		// Never hedged: on this goroutine.
+		sn := st.Send
+		n, err := s.files[sn.Mirror].ReadAt(p, off)
+		if st = s.finished(&fl, nil, sn, n, err); st.Done && st.Err == nil {
 			return n, false, nil
 		}
-		err = rerr
-		st, hedge, ok = s.pick(r, tried)
 	}
-	return 0, false, err
+	if st.Done {
+		return 0, false, st.Err
+	}
+	// Hedged: every read into a buffer of its own, the flight shared
+	// with the reads that outlive the caller.
+	h := new(mirror.Flight)
+	*h = fl
+	if rg := getRing(); rg != nil {
+		n, err := s.readRing(rg, h, p, st)
+		return n, false, err
+	}
+	n, err := s.readHedged(h, p, st)
+	return n, false, err
+}
+
+// merge folds a later step of the same flight into st: its wake replaces
+// st's, and a read to send or an answer decided is kept.
+func merge(st *mirror.Step, next mirror.Step) {
+	st.Wake = next.Wake
+	if next.Sending {
+		st.Send, st.Sending = next.Send, true
+	}
+	if next.Done {
+		st.Done, st.Served, st.Err = true, next.Served, next.Err
+	}
 }
 
 // readHedged is a hedged read with a goroutine per mirror read, where
 // io_uring is not available.
-func (s *fileSet) readHedged(r mirror.Read, p []byte, st started, hedge int64, tried []bool) (int, error) {
-	off := r.Off
-	err := error(syscall.EIO)
-	ok := true
-	answers := make(chan answer, len(s.files))
-	launch := func(st started) {
-		f := s.files[st.i]
-		go func() {
-			buf := getBuf(len(p))
-			n, err := f.ReadAt(buf.b, off)
-			s.finish(st, n, err)
-			answers <- answer{n, err, buf}
-		}()
+func (s *fileSet) readHedged(fl *mirror.Flight, p []byte, st mirror.Step) (int, error) {
+	type result struct {
+		st  mirror.Step
+		n   int
+		buf *readBuf // the served read's; nil for the others
 	}
-	launch(st)
-	pending := 1
-	timer := time.NewTimer(time.Duration(hedge))
+	off := fl.Read().Off
+	// One slot per mirror: a flight reads each at most once, and the
+	// reads that end after the caller has gone never wait.
+	results := make(chan result, len(s.files))
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	defer timer.Stop()
-	for pending > 0 {
-		select {
-		case a := <-answers:
-			pending--
-			if a.err == nil {
-				n := copy(p, a.buf.b[:a.n])
-				putBuf(a.buf)
-				if pending > 0 {
-					go func(left int) {
-						for ; left > 0; left-- {
-							putBuf((<-answers).buf)
-						}
-					}(pending)
+	wake := int64(0)
+	for {
+		if st.Sending {
+			sn := st.Send
+			f := s.files[sn.Mirror]
+			go func() {
+				buf := getBuf(len(p))
+				n, err := f.ReadAt(buf.b, off)
+				st := s.finished(fl, nil, sn, n, err)
+				if !st.Done || st.Err != nil {
+					putBuf(buf)
+					buf = nil
 				}
-				return n, nil
-			}
-			err = a.err
-			putBuf(a.buf)
-			if pending == 0 {
-				if st, _, ok = s.pick(r, tried); ok {
-					launch(st)
-					pending++
-				}
-			}
-		case <-timer.C:
-			next, h, now, wait := s.hedgeTo(r, tried, st)
-			switch {
-			case now:
-				st, hedge = next, h
-				launch(st)
-				pending++
-				if hedge > 0 {
-					timer.Reset(time.Duration(hedge))
-				}
-			case wait:
-				timer.Reset(time.Duration(hedge))
+				results <- result{st, n, buf}
+			}()
+			st.Sending = false
+		}
+		if st.Done {
+			return 0, st.Err
+		}
+		if st.Wake != wake {
+			if wake = st.Wake; wake > 0 {
+				timer.Reset(s.m.until(wake))
+			} else {
+				timer.Stop()
 			}
 		}
+		select {
+		case res := <-results:
+			if res.buf != nil {
+				n := copy(p, res.buf.b[:res.n])
+				putBuf(res.buf)
+				return n, nil
+			}
+			merge(&st, res.st)
+		case <-timer.C:
+			wake = 0
+			merge(&st, s.timer(fl))
+		}
 	}
-	return 0, err
 }
 
 // readRing is a hedged read through rg: the caller submits each mirror's
-// read and waits for the first answer or the hedge delay in one system
+// read and waits for the first answer or the hedge time in one system
 // call, with no other goroutine involved. Reads still in flight when it
 // returns finish in the background.
-func (s *fileSet) readRing(rg *ring, r mirror.Read, p []byte, st started, hedge int64, tried []bool) (int, error) {
+func (s *fileSet) readRing(rg *ring, fl *mirror.Flight, p []byte, st mirror.Step) (int, error) {
 	defer putRing(rg)
-	err := error(syscall.EIO)
-	pending, deadline := 0, int64(0)
-	ok := true
-	var got *ringOp
-	gotN := 0
+	off := fl.Read().Off
+	var served *ringOp
+	servedN := 0
 	for {
-		// Send st: an injected error without a delay fails it at once.
-		if ok {
-			f := s.files[st.i]
-			op := &ringOp{s: s, st: st, fd: f.fd, buf: getBuf(len(p)), off: r.Off}
+		for st.Sending {
+			// Send it: an injected error without a delay fails it at once.
+			sn := st.Send
+			st.Sending = false
+			f := s.files[sn.Mirror]
+			op := &ringOp{s: s, fl: fl, st: sn, fd: f.fd, buf: getBuf(len(p)), off: off}
 			var delay time.Duration
 			if f.faults != nil {
 				delay, op.fault = f.faults.readPlan()
 			}
 			if delay == 0 && op.fault != nil {
-				s.finish(st, 0, op.fault)
 				putBuf(op.buf)
-				err = op.fault
-				st, hedge, ok = s.pick(r, tried)
-				if ok || pending > 0 {
-					continue
-				}
-				return 0, err
+				merge(&st, s.finished(fl, nil, sn, 0, op.fault))
+				continue
 			}
 			rg.start(op, delay)
-			pending++
-			deadline = 0
-			if hedge > 0 {
-				deadline = monoNow() + hedge
-			}
-			ok = false
-		}
-		late := rg.enter(true, deadline)
-		rg.reap(func(op *ringOp, n int, e error) {
-			pending--
-			if e == nil && got == nil {
-				got, gotN = op, n
-				return
-			}
-			if e != nil {
-				err = e
-			}
-			putBuf(op.buf)
-		})
-		if got != nil {
-			n := copy(p, got.buf.b[:gotN])
-			putBuf(got.buf)
-			return n, nil
 		}
 		switch {
-		case pending == 0:
-			// All failed: the next mirror, if any.
-			if st, hedge, ok = s.pick(r, tried); !ok {
-				return 0, err
+		case served != nil:
+			n := copy(p, served.buf.b[:servedN])
+			putBuf(served.buf)
+			return n, nil
+		case st.Done:
+			return 0, st.Err
+		}
+		deadline := int64(0)
+		if st.Wake > 0 {
+			deadline = monoNow() + int64(s.m.until(st.Wake))
+		}
+		late := rg.enter(true, deadline)
+		rg.reap(func(op *ringOp, n int, err error) {
+			next := s.finished(op.fl, nil, op.st, n, err)
+			if next.Done && next.Err == nil {
+				served, servedN = op, n
+			} else {
+				putBuf(op.buf)
 			}
-		case late && deadline > 0:
-			// Still running after the delay: the next mirror too, if
-			// the policy would send it there now, or a try later.
-			next, h, now, wait := s.hedgeTo(r, tried, st)
-			switch {
-			case now:
-				st, hedge, ok = next, h, true
-			case wait:
-				deadline = monoNow() + hedge
-			default:
-				deadline = 0
-			}
+			merge(&st, next)
+		})
+		if late && served == nil && !st.Done && !st.Sending {
+			merge(&st, s.timer(fl))
 		}
 	}
 }

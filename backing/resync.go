@@ -74,7 +74,7 @@ func (m *Mirror) beginResync() ([]int, error) {
 		return nil, fmt.Errorf("the last resync gave up on a step still blocked (%s): no resync starts before it returns", m.blocked)
 	}
 	var targets []int
-	for i, s := range m.stale {
+	for i, s := range m.set.StaleMarks() {
 		if s {
 			targets = append(targets, i)
 		}
@@ -84,7 +84,7 @@ func (m *Mirror) beginResync() ([]int, error) {
 	}
 	m.resyncing = true
 	for _, i := range targets {
-		m.stats[i].Resynced = 0
+		m.resynced[i] = 0
 		m.copying[i] = true
 	}
 	return targets, nil
@@ -115,7 +115,7 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 		return fmt.Errorf("resync: the changes under way did not end within %v", s.limit)
 	}
 	m.mu.Lock()
-	src := m.live[0]
+	src := m.set.Live()[0]
 	m.tracking, m.tracked, m.moved, m.wholeTree, m.trackSrc = true, map[*mobj]*change{}, nil, false, src
 	m.mu.Unlock()
 	m.wmu.Unlock()
@@ -847,7 +847,7 @@ func (c *copier) file(sfd, dfd int, name, rel string, st *unix.Stat_t, changed b
 			}
 			off += int64(n)
 			c.m.mu.Lock()
-			c.m.stats[c.dst].Resynced += int64(n)
+			c.m.resynced[c.dst] += int64(n)
 			c.m.mu.Unlock()
 			c.p.pay(int64(n))
 		}
@@ -1146,8 +1146,7 @@ func (m *Mirror) commitRevive(src, dst int, rv *revival) {
 	for k, fs := range rv.openedIn {
 		fs.files[dst] = rv.opened[k]
 	}
-	m.stale[dst] = false
-	m.relive()
+	m.set.Revive(dst)
 	m.saveState()
 	m.log("mirror %s is healthy again: resynced from %s", m.dirs[dst], m.dirs[src])
 }

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/mirror"
 )
 
 // A hedged read of a mirror set may be in flight on two mirrors at once,
@@ -90,7 +92,8 @@ type uringWaitArg struct {
 // timeout on the ring), if any, the read itself.
 type ringOp struct {
 	s       *fileSet
-	st      started
+	fl      *mirror.Flight // the flight it is a read of
+	st      mirror.Send
 	fd      int
 	buf     *readBuf
 	off     int64
@@ -175,7 +178,10 @@ func putRing(r *ring) {
 func (r *ring) drain() {
 	for r.inflight > 0 {
 		r.enter(true, 0)
-		r.reap(func(op *ringOp, n int, err error) { putBuf(op.buf) })
+		r.reap(func(op *ringOp, n int, err error) {
+			op.s.finished(op.fl, nil, op.st, n, err)
+			putBuf(op.buf)
+		})
 	}
 	putRing(r)
 }
@@ -315,7 +321,7 @@ func (r *ring) ready() bool { return *r.cqHead != atomic.LoadUint32(r.cqTail) }
 
 // reap handles the completions there are: a delay done starts its read
 // (or fails the op with its injected error); a read done is reported to
-// the policy and passed to done, which owns op.buf from then on.
+// done, which owns op.buf from then on and hands the end to the set.
 func (r *ring) reap(done func(op *ringOp, n int, err error)) {
 	head, tail := *r.cqHead, atomic.LoadUint32(r.cqTail)
 	for ; head != tail; head++ {
@@ -337,7 +343,6 @@ func (r *ring) reap(done func(op *ringOp, n int, err error)) {
 		} else if c.res < 0 {
 			n, err = 0, syscall.Errno(-c.res)
 		}
-		op.s.finish(op.st, n, err)
 		done(op, n, err)
 	}
 	atomic.StoreUint32(r.cqHead, head)
