@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/throttle"
 )
 
 // Resyncing is the state of a stale mirror being made equal again.
@@ -119,7 +121,7 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	m.tracking, m.tracked, m.moved, m.wholeTree, m.trackSrc = true, map[*mobj]*change{}, nil, false, src
 	m.mu.Unlock()
 	m.wmu.Unlock()
-	p := &pacer{rate: rate, start: time.Now(), pause: s.pause}
+	p := &pacer{meter: throttle.NewMeter(max(rate, 0)), pause: s.pause}
 	for _, i := range targets {
 		err := s.do(m.dirs[i], func() error {
 			if err := m.prune(src, i, s); err != nil {
@@ -188,7 +190,8 @@ const (
 // finish copies what changed, with the set's changes held off (wmu held
 // by the caller), and brings the mirrors back.
 func (m *Mirror) finish(src int, targets []int, p *pacer, changes []pathChange, whole bool, written map[string]bool, s *steps) error {
-	p.rate = 0
+	// The last pass copies unpaced: the set's changes wait on it.
+	p.meter = throttle.NewMeter(0)
 	p.entries = 0
 	for _, i := range targets {
 		err := s.do(m.dirs[i], func() error { return m.copyChanged(src, i, p, changes, whole, written, false, s) }, nil)
@@ -406,24 +409,20 @@ func openBeneath(root int, rel string) (int, error) {
 // on, but the flag costs nothing).
 const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
 
-// pacer bounds the copy rate, and counts the objects compared.
+// pacer bounds the copy rate with the throttle's exact meter, and counts
+// the objects compared.
 type pacer struct {
-	rate    int64
-	start   time.Time
-	copied  int64
+	meter   *throttle.Meter
 	entries int
 	pause   func(until time.Time) // told before each sleep
 }
 
+// pay charges n bytes copied and waits until they are paid for.
 func (p *pacer) pay(n int64) {
-	p.copied += n
-	if p.rate <= 0 {
-		return
-	}
-	due := p.start.Add(time.Duration(float64(p.copied) / float64(p.rate) * float64(time.Second)))
-	if d := time.Until(due); d > 0 {
+	now := monoNow()
+	if d := time.Duration(p.meter.Pay(now, n) - now); d > 0 {
 		if p.pause != nil {
-			p.pause(due)
+			p.pause(time.Now().Add(d))
 		}
 		time.Sleep(d)
 	}

@@ -150,3 +150,29 @@ func satSub(a, b int64) int64 {
 	}
 	return satAdd(a, -b)
 }
+
+// Meter is one rate's exact schedule for a driver that paces a single
+// stream of its own (a mirror set's resync copy) rather than tenants'
+// requests: the same integer GCRA as a group's limits, with no burst, so
+// that n units paid at any pace take exactly n/rate seconds over the run.
+// It is pure: the time is an argument, and the driver does the waiting.
+type Meter struct{ m meter }
+
+// NewMeter returns a meter of rate units per second; 0 is unlimited.
+func NewMeter(rate int64) *Meter {
+	if rate < 0 {
+		panic("throttle: negative rate")
+	}
+	return &Meter{meter{rate: rate}}
+}
+
+// Pay charges n units at now and returns when they are paid for: the
+// driver waits until then before it goes on (not at all when it is not
+// after now).
+func (m *Meter) Pay(now, n int64) (due int64) {
+	m.m.charge(now, 0, n)
+	if m.m.rate == 0 {
+		return now
+	}
+	return m.m.tat
+}

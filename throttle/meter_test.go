@@ -174,3 +174,26 @@ func TestMeterEdges(t *testing.T) {
 		t.Errorf("satSub(0, MinInt64) = %d", got)
 	}
 }
+
+// TestMeterPay: a Meter paid in pieces of any size, at any pace, is due
+// exactly when the units paid take at its rate from the first payment,
+// and idle time earns no credit.
+func TestMeterPay(t *testing.T) {
+	m := NewMeter(3 << 20) // 3 MiB/s
+	now := int64(0)
+	for _, n := range []int64{1, 4095, 1 << 20, 7, 1<<20 - 4103, 1 << 20} {
+		now = max(now, m.Pay(now, n))
+	}
+	if now != 1e9 {
+		t.Fatalf("3 MiB paid at 3 MiB/s due at %d ns, want 1e9", now)
+	}
+	// An idle second earns nothing: the next MiB is due a third of a
+	// second after it is paid.
+	now += 1e9
+	if due := m.Pay(now, 1<<20); due != now+333_333_333 {
+		t.Fatalf("1 MiB paid after an idle second due at +%d ns, want +333333333", due-now)
+	}
+	if due := NewMeter(0).Pay(5, 1<<30); due != 5 {
+		t.Fatalf("an unlimited meter's payment due at %d, want now (5)", due)
+	}
+}
