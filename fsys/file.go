@@ -174,16 +174,13 @@ var (
 // go through the engine; others go straight to the backing file and are
 // only counted.
 type handle struct {
-	file    *backing.File
-	node    *node
-	opener  *throttle.Group
-	cred    *backing.Cred // the opener's, for writeback without a caller
-	direct  bool          // opened with FOPEN_DIRECT_IO
-	cachedW bool          // open for writing through the write cache
-	pacedWB bool          // cachedW by a limited group: its writeback is paced
-	splice  bool          // large unthrottled reads are spliced from file (see spliceMin)
-	pass    bool          // registered for passthrough
-	append  bool          // opened with O_APPEND: writes go to the backing file's end
+	file   *backing.File
+	node   *node
+	opener *throttle.Group
+	cred   *backing.Cred // the opener's, for writeback without a caller
+	serve  stack.Serve   // how it is served, decided at open (stack.ServeOpen)
+	splice bool          // large unthrottled reads are spliced from file (see spliceMin)
+	append bool          // opened with O_APPEND: writes go to the backing file's end
 
 	mu      sync.Mutex
 	reading bool         // holds the node's reader
@@ -215,70 +212,82 @@ func (h *handle) ensureReader() error {
 	return nil
 }
 
+// direct reports whether the handle is served with direct I/O
+// (stack.ServeDirect): every read() and write() reaches sluice.
+func (h *handle) direct() bool { return h.serve.Mode == stack.ServeDirect }
+
+// read serves a read of the handle: through the stack for a limited
+// caller of a handle served with direct I/O, else straight from the
+// backing file (readStraight). The caller's group is the request's, which
+// need not be the opener's.
 func (h *handle) read(ctx context.Context, unique uint64, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	f := h.node.fsys
 	g := h.group(ctx)
-	if !g.Limited() || !h.direct {
-		// Straight from the backing file. For a limited group the
-		// kernel's page cache is in front (an unlimited opener, or a
-		// group whose limits are high: see CacheMode): what it asks for
-		// is charged and paced first, and sluice's cache stays out of it.
-		if g.Limited() {
-			if err := f.eng.Pay(ctx, &h.sh, g, off, int64(len(dest))); err != nil {
-				return nil, errno(err)
-			}
-		}
-		n := len(dest)
-		var (
-			res  fuse.ReadResult
-			cold bool
-		)
-		if h.splice {
-			// Past the backing file's cache, when none of it is there.
-			var err error
-			if res, cold, err = readCold(h.file, off, n); err != nil {
-				return nil, errno(err)
-			}
-		}
-		switch {
-		case cold:
-			f.coldReads.Add(1)
-			n = res.Size()
-		case h.splice && n >= spliceMin && n <= f.spliceMax:
-			// Zero copy: the reply is spliced from the backing file.
-			res = fuse.ReadResultFd(uintptr(h.file.Fd()), off, n)
-		default:
-			// A mirror set's read goes to the mirror its policy picks
-			// for this caller, and to another if that one fails; one
-			// stuck on a slow mirror may be answered from another before
-			// it returns (answer.go).
-			pid := 0
-			if c, ok := fuse.FromContext(ctx); ok {
-				pid = int(c.Pid)
-			}
-			var err error
-			var answered bool
-			if n, answered, err = h.file.ReadAtAnswering(pid, unique, dest, off); err != nil {
-				return nil, errno(err)
-			}
-			if res = fuse.ReadResultVector([][]byte{dest[:n]}); answered {
-				// The kernel refuses this reply (see lateReplies).
-				res = fuse.ReadResultData(nil)
-			}
-		}
-		if !g.Limited() {
-			f.eng.Pass(g, throttle.Read, int64(n))
-		}
-		return res, 0
+	if !g.Limited() || !h.direct() {
+		return h.readStraight(ctx, unique, g, dest, off)
 	}
 	if err := h.ensureReader(); err != nil {
 		return nil, errno(err)
 	}
-	n, err := f.eng.Read(ctx, &h.sh, g, dest, off)
+	n, err := h.node.fsys.eng.Read(ctx, &h.sh, g, dest, off)
 	if err != nil {
 		return nil, errno(err)
 	}
 	return fuse.ReadResultVector([][]byte{dest[:n]}), 0
+}
+
+// readStraight reads straight from the backing file. For a limited group
+// the kernel's page cache is in front (an unlimited opener, or a group
+// whose limits are high: see CacheMode): what it asks for is charged and
+// paced first, and sluice's cache stays out of it.
+func (h *handle) readStraight(ctx context.Context, unique uint64, g *throttle.Group, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	f := h.node.fsys
+	if g.Limited() {
+		if err := f.eng.Pay(ctx, &h.sh, g, off, int64(len(dest))); err != nil {
+			return nil, errno(err)
+		}
+	}
+	n := len(dest)
+	var (
+		res  fuse.ReadResult
+		cold bool
+	)
+	if h.splice {
+		// Past the backing file's cache, when none of it is there.
+		var err error
+		if res, cold, err = readCold(h.file, off, n); err != nil {
+			return nil, errno(err)
+		}
+	}
+	switch {
+	case cold:
+		f.coldReads.Add(1)
+		n = res.Size()
+	case h.splice && n >= spliceMin && n <= f.spliceMax:
+		// Zero copy: the reply is spliced from the backing file.
+		res = fuse.ReadResultFd(uintptr(h.file.Fd()), off, n)
+	default:
+		// A mirror set's read goes to the mirror its policy picks
+		// for this caller, and to another if that one fails; one
+		// stuck on a slow mirror may be answered from another before
+		// it returns (answer.go).
+		pid := 0
+		if c, ok := fuse.FromContext(ctx); ok {
+			pid = int(c.Pid)
+		}
+		var err error
+		var answered bool
+		if n, answered, err = h.file.ReadAtAnswering(pid, unique, dest, off); err != nil {
+			return nil, errno(err)
+		}
+		if res = fuse.ReadResultVector([][]byte{dest[:n]}); answered {
+			// The kernel refuses this reply (see lateReplies).
+			res = fuse.ReadResultData(nil)
+		}
+	}
+	if !g.Limited() {
+		f.eng.Pass(g, throttle.Read, int64(n))
+	}
+	return res, 0
 }
 
 // write writes data at off. kill: the caller lacks CAP_FSETID. cached:
@@ -300,7 +309,7 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached
 		}
 	}
 	g, by := h.group(ctx), h
-	if cached && h.direct {
+	if cached && h.direct() {
 		// The kernel writes a file's dirty pages back through the open
 		// for writing made last, which may be a limited group's, served
 		// with direct I/O, while the pages are an unlimited writer's
@@ -342,7 +351,7 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached
 				f.eng.Changed(id, off, int64(n))
 			}
 			return n, err
-		case cached && !by.pacedWB:
+		case cached && !by.serve.PacedWriteback:
 			return f.eng.WriteBack(&h.sh, g, w, data, off)
 		}
 		return f.eng.Write(ctx, &h.sh, g, w, data, off)
@@ -374,7 +383,7 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached
 			go f.server.InodeNotify(id, off, int64(n))
 		}
 	}
-	if n > 0 && h.direct && !cached {
+	if n > 0 && h.direct() && !cached {
 		// Other handles may hold the overwritten range in the kernel's page
 		// cache (unlimited readers, mmap): drop it before the writer's
 		// write() returns, so no reader sees old bytes after that. Not for
@@ -401,7 +410,7 @@ func (h *handle) appendAt(off int64) (int64, error) {
 	}
 	if st.Size != off {
 		id, from := uint64(h.node.id), min(off, st.Size)
-		if h.direct {
+		if h.direct() {
 			h.node.fsys.server.InodeNotify(id, -1, 0)
 		} else {
 			go h.node.fsys.server.InodeNotify(id, from, 0)
@@ -436,7 +445,7 @@ func (a asCaller) WriteAt(p []byte, off int64) (n int, err error) {
 }
 
 func (h *handle) release() {
-	if h.cachedW {
+	if h.serve.CachedWrites {
 		h.node.dropCachedWriter(h)
 	}
 	h.mu.Lock()
@@ -445,7 +454,7 @@ func (h *handle) release() {
 		h.node.releaseReader()
 	}
 	h.mu.Unlock()
-	if h.pass {
+	if h.serve.Mode == stack.ServePassthrough {
 		h.node.fsys.unregisterPassthrough(h.node)
 	}
 	h.file.Close()

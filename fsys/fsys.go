@@ -24,6 +24,7 @@ import (
 	"sluice/backing"
 	"sluice/engine"
 	"sluice/group"
+	"sluice/stack"
 	"sluice/throttle"
 )
 
@@ -113,25 +114,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// CacheMode is how files opened by a group with a limit are served.
-type CacheMode int
+// CacheMode is how files opened by a group with a limit are served: the
+// mount's part of stack.ServeOpen, which decides how each open is served.
+type CacheMode = stack.CacheMode
 
+// The cache modes (see stack.CacheMode).
 const (
-	// CacheAuto serves a group through the kernel's page cache when its
-	// read limits are at least stack.KernelCacheBPS (and
-	// stack.KernelCacheIOPS), or absent, and with direct I/O below
-	// (stack.KernelCache).
-	CacheAuto CacheMode = iota
-	// CacheDirect opens every limited group's files with FOPEN_DIRECT_IO:
-	// every read() and write() reaches sluice, and sluice's readahead,
-	// sized to the group's budget, is the only one.
-	CacheDirect
-	// CacheKernel lets the kernel's page cache serve every group: reads
-	// it holds cost no round trip, and sluice charges and paces the reads
-	// the kernel sends (its readahead) and every write. With WriteCache it
-	// also takes the write()s of groups whose write limits are high enough
-	// (stack.WriteCacheDrain), and sluice paces their writeback.
-	CacheKernel
+	CacheAuto   = stack.CacheAuto
+	CacheDirect = stack.CacheDirect
+	CacheKernel = stack.CacheKernel
 )
 
 // DefaultMapDirty is Options.MapDirty's default.

@@ -115,12 +115,9 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 			h.sh.File = openedBy{n, int(c.Pid)}
 		}
 	}
-	switch {
-	case g.Limited() && f.kernelCache(g) && !f.cachedWritesPaced(g, flags):
-		// Served through the kernel's page cache: the reads it sends
-		// are charged and paced, then spliced from the backing file.
-	case g.Limited():
-		h.direct = true
+	h.serve = f.serveOpen(g, flags)
+	switch h.serve.Mode {
+	case stack.ServeDirect:
 		if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
 			if err := h.ensureReader(); err != nil {
 				file.Close()
@@ -128,32 +125,31 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 			}
 		}
 		out.OpenFlags |= fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES
-	case f.opts.Passthrough && flags&syscall.O_ACCMODE == syscall.O_RDONLY:
-		if bid, ok := f.registerPassthrough(n, file); ok {
-			h.pass = true
-			out.BackingID = bid
-			out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
+	case stack.ServePassthrough:
+		bid, ok := f.registerPassthrough(n, file)
+		if !ok {
+			// The kernel refused it: through its page cache instead.
+			h.serve = stack.Serve{Mode: stack.ServeStraight}
+			break
 		}
+		out.BackingID = bid
+		out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
 	}
 	// The kernel drops a file's cached pages at each open unless told to
 	// keep them: they are kept when the file is as it was at its last open
 	// (close-to-open, as sluice's own cache), so a file read again is
 	// served from the kernel's cache without a request to sluice.
-	if !changed && !h.direct && !h.pass {
+	if !changed && h.serve.Mode == stack.ServeStraight {
 		out.OpenFlags |= fuse.FOPEN_KEEP_CACHE
 	}
 	// Without FOPEN_DIRECT_IO the kernel takes a short read for the end
 	// of the file: a request that reaches the wait cap goes whole.
-	h.sh.Whole = !h.direct
+	h.sh.Whole = h.serve.Mode != stack.ServeDirect
 	// With the write cache the kernel keeps the file's size and computes
 	// the offsets of appends itself (its writes come back at offsets).
 	h.append = flags&syscall.O_APPEND != 0 && !f.opts.WriteCache
 	h.splice = flags&syscall.O_DIRECT == 0 && !file.Mirrored()
-	if f.opts.WriteCache && !h.direct && !h.pass && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		h.cachedW = true
-		// A limited group's writeback through the cache is paced; that of
-		// a file opened before its group had a limit stays its debt.
-		h.pacedWB = g.Limited()
+	if h.serve.CachedWrites {
 		n.addCachedWriter(h)
 	}
 	out.Fh = f.files.add(h)
@@ -193,34 +189,18 @@ func (f *FS) backingOpen(flags uint32, open func(flags uint32) error) error {
 	return err
 }
 
-// cachedWritesPaced reports whether an open with flags by the limited
-// group g must be served with direct I/O, its write()s paced one by one,
-// even where the kernel's page cache could serve its reads: with the write
-// cache, unless its writes go through the cache too (writesCached).
-func (f *FS) cachedWritesPaced(g *throttle.Group, flags uint32) bool {
-	if !f.opts.WriteCache || flags&syscall.O_ACCMODE == syscall.O_RDONLY {
-		return false
+// serveOpen decides how an open with flags by group g is served
+// (stack.ServeOpen). A limited group's writeback through the write cache
+// is paced; that of a file opened before its group had a limit stays its
+// debt.
+func (f *FS) serveOpen(g *throttle.Group, flags uint32) stack.Serve {
+	o := stack.Open{Limited: g.Limited(), Writes: flags&syscall.O_ACCMODE != syscall.O_RDONLY,
+		CacheMode: f.opts.CacheMode, WriteCache: f.opts.WriteCache, Passthrough: f.opts.Passthrough,
+		Dirty: f.dirty.Load(), MaxIO: f.opts.MaxIO}
+	if o.Limited {
+		o.Limits = f.eng.PathLimits(g)
 	}
-	return !f.writesCached(g)
-}
-
-// writesCached reports whether the write cache takes the write()s of the
-// limited group g, its writeback paced: in CacheKernel mode, by
-// stack.WritesCached.
-func (f *FS) writesCached(g *throttle.Group) bool {
-	return f.opts.CacheMode == CacheKernel && stack.WritesCached(f.eng.PathLimits(g), f.dirty.Load(), f.opts.MaxIO)
-}
-
-// kernelCache reports whether files opened by the limited group g are
-// served through the kernel's page cache (see CacheMode).
-func (f *FS) kernelCache(g *throttle.Group) bool {
-	switch f.opts.CacheMode {
-	case CacheDirect:
-		return false
-	case CacheKernel:
-		return true
-	}
-	return stack.KernelCache(f.eng.PathLimits(g))
+	return stack.ServeOpen(o)
 }
 
 // registerPassthrough registers the node's backing file with the kernel

@@ -321,7 +321,7 @@ func (r *raw) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 	} else {
 		r.f.eng.Changed(id, int64(in.Offset), int64(in.Length))
 	}
-	if h.direct {
+	if h.direct() {
 		r.f.server.InodeNotify(id, int64(in.Offset), -1)
 	}
 	return st(err)
