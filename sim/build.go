@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"sluice/device"
-	"sluice/mirror"
 	"sluice/stack"
 )
 
@@ -34,28 +33,14 @@ func newRunner(sc *Scenario) (*runner, error) {
 		r.maxRead = 1 << 20
 	}
 	r.kernel.init(sc)
-	r.fanout = map[*stack.IO]*fan{}
 	r.kio = map[*stack.IO]*call{}
 	r.pc.limit = int64(sc.Mount.PageCache)
 	if r.pc.limit == 0 {
 		r.pc.limit = defaultPageCache
 	}
 	r.addDevices()
-	for _, name := range sc.Mount.Mirrors {
-		for i, d := range sc.Devices {
-			if d.Name == name {
-				r.mirrors = append(r.mirrors, i)
-			}
-		}
-	}
-	if len(r.mirrors) > 0 {
-		name := sc.Mount.ReadPolicy
-		if name == "" {
-			name = mirror.Default
-		}
-		if r.policy, err = mirror.New(name, len(r.mirrors)); err != nil {
-			return nil, err
-		}
+	if r.mirrors, err = newMirrorSet(sc); err != nil {
+		return nil, err
 	}
 	for _, g := range sc.Groups {
 		l, _ := sc.limits(g)
@@ -110,7 +95,7 @@ func (r *runner) addJobs() {
 			f := shared
 			if f == nil {
 				f = &file{ino: uint64(len(r.files) + 1), dev: dev, devi: devi, name: fmt.Sprintf("%s.%d", j.Name, k),
-					mirrored: len(r.mirrors) > 0 && j.Device == ""}
+					mirrored: r.mirrors.active() && j.Device == ""}
 				if j.RW == "read" || j.RW == "randread" {
 					f.size = int64(j.Size)
 				}

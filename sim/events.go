@@ -12,6 +12,7 @@ const (
 	evSubmit             // a FUSE request (or sync) reaches sluice
 	evReply              // its answer reaches the caller
 	evDevice             // a device I/O completes
+	evMirror             // a device I/O of the mirror set completes (see mirrorset.go)
 	evWake               // the stack's wake-up
 	evNext               // a thread goes on after a batch of cached reads
 	evProbe              // a read policy's background read completes
@@ -24,16 +25,14 @@ type event struct {
 	at   int64
 	seq  uint64
 	kind kind
-	c    *call
-	t    *thread
-	j    *jobRun
-	io   *stack.IO
-	err  error
-	n    int64
-	dev  int   // the device of an evDevice
-	m    int   // its place in the mirror set, -1 when not a mirror read
-	sent int64 // when a mirror read was sent
-	h    *hedged
+	c    *call     // evSubmit, evReply
+	t    *thread   // evNext
+	j    *jobRun   // evJob
+	io   *stack.IO // evDevice, evMirror, evHedge
+	n    int64     // the I/O's bytes; evWake: the time the stack asked for
+	err  error     // evDevice, evMirror, evProbe: the I/O's outcome
+	dev  int       // evDevice, evMirror, evProbe: the device, and its series
+	mir  mirrorTag // evMirror, evHedge, evProbe: the mirror set's own
 }
 
 // events is the queue of what happens next, in order of time and, at

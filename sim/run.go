@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"sluice/device"
-	"sluice/mirror"
 	"sluice/stack"
 )
 
@@ -43,15 +42,11 @@ type runner struct {
 	names    []string  // series names, in order
 	series   [][]int64 // per series, bytes per bucket
 	kernel   kernel
-	mirrors  []int // device indexes of the mirror set
-	policy   mirror.Policy
+	mirrors  mirrorSet
 	cur      *thread // the thread whose request is being submitted
 	// busy is when the last device I/O or application request finished:
 	// the run's end, whatever wake-ups (a dirty span's expiry) follow.
 	busy int64
-	// fanout counts, per write or flush sent to every mirror, the mirrors
-	// still to answer, and the first error.
-	fanout map[*stack.IO]*fan
 	// pc is the kernel's page cache, and kio the device reads made for
 	// the kernel's FUSE reads, by their call.
 	pc  pcache
@@ -89,11 +84,10 @@ func (r *runner) run() {
 			r.submit(ev.c)
 		case evReply:
 			r.reply(ev.c)
-		case evDevice:
+		case evDevice, evMirror:
 			r.deviceDone(ev)
 		case evProbe:
-			r.count(ev.dev, r.now, ev.n)
-			r.policy.Done(r.now, ev.m, ev.sent, ev.err)
+			r.probeDone(ev)
 		case evHedge:
 			r.hedge(ev)
 		case evNext:
