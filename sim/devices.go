@@ -5,6 +5,10 @@ import (
 	"sluice/stack"
 )
 
+// The devices: the stack's device I/Os sent to the modelled devices (or
+// to the mirror set, mirrorset.go), and their completions reported to the
+// stack.
+
 // zeroPage stands for every page's contents.
 var zeroPage = make([]byte, stack.PageSize)
 

@@ -4,6 +4,9 @@ import (
 	"sluice/stack"
 )
 
+// The run's timeline: the kinds of event, the event, and the queue that
+// orders them by time and, at the same time, by push (runner.push).
+
 // kind is what an event does.
 type kind uint8
 

@@ -4,6 +4,13 @@ import (
 	"sluice/stack"
 )
 
+// The FUSE round trip: an application request reaches sluice (or the
+// kernel's page cache, kernel.go and pagecache.go) half a round trip after
+// it is made, in requests of at most max-read bytes, and its answer the
+// caller half a round trip after sluice gives it; the stack's actions
+// (device I/Os to start, requests answered, a wake-up) are performed here
+// (apply).
+
 // send sends the FUSE request for the part of c from c.done on, at most
 // maxRead bytes; the kernel sends the next part when this one is
 // answered, and a short answer is continued (fio resubmits the rest),
@@ -207,4 +214,14 @@ func (r *runner) apply(a stack.Actions) {
 		r.push(event{at: at, kind: evWake, n: a.Wake})
 	}
 	r.st.Recycle(a) // nothing above kept its slices
+}
+
+// wake is the stack's wake-up asked for at, unless an earlier one has
+// replaced it since.
+func (r *runner) wake(at int64) {
+	if r.wakeAt != at {
+		return // replaced by an earlier wake-up
+	}
+	r.wakeAt = -1
+	r.apply(r.st.Tick(r.now))
 }

@@ -18,39 +18,55 @@ import (
 // bucket is the width of the time series.
 const bucket = int64(100 * time.Millisecond)
 
+// runner is one run of a scenario: the timeline, the stack it drives and
+// the models around it. Built by newRunner (build.go), run by run.
 type runner struct {
-	sc      *Scenario
-	opts    stack.Options
-	now     int64
-	seq     uint64
-	q       events
-	st      *stack.Stack
-	wakeAt  int64
-	devs    map[string]*device.Model
-	devList []*device.Model
-	devFile []*stack.Handle // per device, the handle a sync flushes
-	jobs    []*jobRun
-	files   []*file
-	stop    int64
-	fuseLat int64
-	// wakeLate is how late the stack's wake-ups come, drawn from wakeRNG.
-	wakeLate device.Dist
-	wakeRNG  *rand.Rand
-	maxRead  int64
-	free     []*call
-	pages    [][]byte
-	names    []string  // series names, in order
-	series   [][]int64 // per series, bytes per bucket
-	kernel   kernel
-	mirrors  mirrorSet
-	cur      *thread // the thread whose request is being submitted
+	sc   *Scenario
+	opts stack.Options
+	st   *stack.Stack
+
+	// The timeline (events.go).
+	now  int64
+	seq  uint64
+	q    events
+	stop int64 // the scenario's duration: nothing after it runs; 0: none
 	// busy is when the last device I/O or application request finished:
 	// the run's end, whatever wake-ups (a dirty span's expiry) follow.
 	busy int64
-	// pc is the kernel's page cache, and kio the device reads made for
-	// the kernel's FUSE reads, by their call.
-	pc  pcache
-	kio map[*stack.IO]*call
+
+	// The stack's wake-up: when it asked for one (-1: none), and how late
+	// they come, drawn from wakeRNG.
+	wakeAt   int64
+	wakeLate device.Dist
+	wakeRNG  *rand.Rand
+
+	// The FUSE round trip (fuse.go).
+	fuseLat int64
+	maxRead int64   // the largest FUSE request
+	cur     *thread // the thread whose request is being submitted
+
+	// The workload (workload.go).
+	jobs  []*jobRun
+	files []*file
+	free  []*call // answered calls, for reuse
+
+	// The devices (devices.go) and the mirror set (mirrorset.go).
+	devs    map[string]*device.Model
+	devList []*device.Model
+	devFile []*stack.Handle // per device, the handle a sync flushes
+	pages   [][]byte        // a read's pages, reused
+	mirrors mirrorSet
+
+	// The kernel: its write paths (kernel.go), its page cache pc, and kio
+	// the device reads made for its FUSE reads, by their call
+	// (pagecache.go).
+	kernel kernel
+	pc     pcache
+	kio    map[*stack.IO]*call
+
+	// The time series (track, count).
+	names  []string  // series names, in order
+	series [][]int64 // per series, bytes per bucket
 }
 
 // Run runs sc and returns its result.
@@ -75,11 +91,7 @@ func (r *runner) run() {
 		r.now = ev.at
 		switch ev.kind {
 		case evJob:
-			for _, t := range ev.j.threads {
-				for range max(ev.j.IODepth, 1) {
-					r.next(t)
-				}
-			}
+			r.startJob(ev.j)
 		case evSubmit:
 			r.submit(ev.c)
 		case evReply:
@@ -93,11 +105,7 @@ func (r *runner) run() {
 		case evNext:
 			r.next(ev.t)
 		case evWake:
-			if r.wakeAt != ev.n {
-				continue // replaced by an earlier wake-up
-			}
-			r.wakeAt = -1
-			r.apply(r.st.Tick(r.now))
+			r.wake(ev.n)
 		}
 	}
 }
@@ -114,6 +122,7 @@ func (r *runner) track(name string) int {
 	return len(r.names) - 1
 }
 
+// count adds n bytes at time at to a time series.
 func (r *runner) count(series int, at, n int64) {
 	b := int(at / bucket)
 	s := r.series[series]

@@ -9,6 +9,10 @@ import (
 	"sluice/throttle"
 )
 
+// The workload: fio-like jobs, each of numjobs threads working on a file,
+// and the application requests (calls) they issue; what each job has done
+// is counted here for the report.
+
 // file is a simulated backing file: its size and device.
 type file struct {
 	ino  uint64
@@ -104,6 +108,15 @@ func (r *runner) newCall(t *thread, o op, off, n int64) *call {
 	}
 	c.t, c.op, c.off, c.n, c.done, c.part, c.got, c.start, c.pending, c.parent, c.h, c.wb = t, o, off, n, 0, 0, 0, r.now, 0, nil, nil, nil
 	return c
+}
+
+// startJob starts a job: each of its threads issues iodepth requests.
+func (r *runner) startJob(j *jobRun) {
+	for _, t := range j.threads {
+		for range max(j.IODepth, 1) {
+			r.next(t)
+		}
+	}
 }
 
 // next starts the thread's next application request, if the job goes on.
