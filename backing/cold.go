@@ -36,12 +36,12 @@ var noCachestat atomic.Bool
 
 // ReadCold reads into p at off with O_DIRECT when none of the range is
 // in the backing file's page cache, and reports whether it did; when it
-// did not (a mirror set's file, a file system that refuses O_DIRECT, a
-// range partly cached or dirty, an unaligned offset or buffer) the
-// caller reads with ReadAt. p's address, off and len(p) must be
+// did not (a mirror set's file, a file with no descriptor, a file system
+// that refuses O_DIRECT, a range partly cached or dirty, an unaligned
+// offset or buffer) the caller reads with ReadAt. p's address, off and len(p) must be
 // multiples of ColdAlign; past the end of the file it reads short.
 func (f *File) ReadCold(p []byte, off int64) (n int, ok bool, err error) {
-	if f.set != nil || noCachestat.Load() || f.cold.off.Load() || off%ColdAlign != 0 || len(p)%ColdAlign != 0 || len(p) == 0 {
+	if f.set != nil || f.io != nil || noCachestat.Load() || f.cold.off.Load() || off%ColdAlign != 0 || len(p)%ColdAlign != 0 || len(p) == 0 {
 		return 0, false, nil
 	}
 	var st unix.Cachestat_t

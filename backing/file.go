@@ -14,11 +14,33 @@ type File struct {
 	set     *fileSet // a mirror set's file: the methods go to its mirrors
 	faults  *Faults  // injected before each read, write and sync; nil for none
 	cold    cold     // its O_DIRECT descriptor, for ReadCold
+	// io, when not nil, serves every method in place of fd (then -1): a
+	// MemTree's file, or another tree's file wrapped by a FaultTree.
+	io fileIO
+}
+
+// fileIO is the I/O of a File with no descriptor of its own. Each method
+// is the File method of the same name, with its promises (ReadAt for the
+// process pid; Truncate is ftruncate, for Setattr of an open file).
+type fileIO interface {
+	ReadAt(pid int, p []byte, off int64) (int, error)
+	WriteAt(p []byte, off int64) (int, error)
+	Stat() (syscall.Stat_t, error)
+	Sync(dataOnly bool) error
+	StartWriteback(off, n int64) error
+	Flush() error
+	Allocate(mode uint32, off, n int64) error
+	Seek(off int64, whence int) (int64, error)
+	Truncate(size int64) error
+	KillSuidgid() error
+	Close() error
 }
 
 // Fd is the descriptor of the open file, for splicing and passthrough
 // (of a mirror set's file, the first healthy mirror's). It stays valid
-// until Close.
+// until Close. A file with no descriptor (a MemTree's, or one opened
+// through a FaultTree, whose faults a splice would bypass) returns -1:
+// its data is reached through ReadAt and WriteAt only.
 func (f *File) Fd() int {
 	if f.set != nil {
 		if p := f.set.primary(); p != nil {
@@ -46,6 +68,9 @@ func (f *File) ReadAtFor(pid int, p []byte, off int64) (int, error) {
 	if f.set != nil {
 		return f.set.readAt(pid, p, off)
 	}
+	if f.io != nil {
+		return f.io.ReadAt(pid, p, off)
+	}
 	if f.faults != nil {
 		if err := f.faults.read(); err != nil {
 			return 0, err
@@ -70,6 +95,9 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 			return n, err
 		}
 		return len(p), nil
+	}
+	if f.io != nil {
+		return f.io.WriteAt(p, off)
 	}
 	if f.faults != nil {
 		if err := f.faults.write(); err != nil {
@@ -103,6 +131,9 @@ func (f *File) Stat() (syscall.Stat_t, error) {
 		}
 		return syscall.Stat_t{}, syscall.EIO
 	}
+	if f.io != nil {
+		return f.io.Stat()
+	}
 	var st syscall.Stat_t
 	err := syscall.Fstat(f.fd, &st)
 	return st, err
@@ -112,6 +143,9 @@ func (f *File) Stat() (syscall.Stat_t, error) {
 func (f *File) Sync(dataOnly bool) error {
 	if f.set != nil {
 		return f.set.each(noChange, func(f *File) error { return f.Sync(dataOnly) })
+	}
+	if f.io != nil {
+		return f.io.Sync(dataOnly)
 	}
 	if f.faults != nil {
 		if err := f.faults.write(); err != nil {
@@ -124,12 +158,23 @@ func (f *File) Sync(dataOnly bool) error {
 	return unix.Fsync(f.fd)
 }
 
+// truncate is ftruncate(2) of the open file (not of a mirror set's).
+func (f *File) truncate(size int64) error {
+	if f.io != nil {
+		return f.io.Truncate(size)
+	}
+	return unix.Ftruncate(f.fd, size)
+}
+
 // StartWriteback starts writing the dirty pages of [off, off+n) to the
 // device and does not wait for them (sync_file_range with
 // SYNC_FILE_RANGE_WRITE).
 func (f *File) StartWriteback(off, n int64) error {
 	if f.set != nil {
 		return f.set.each(noChange, func(f *File) error { return f.StartWriteback(off, n) })
+	}
+	if f.io != nil {
+		return f.io.StartWriteback(off, n)
 	}
 	return unix.SyncFileRange(f.fd, off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
@@ -140,6 +185,9 @@ func (f *File) StartWriteback(off, n int64) error {
 func (f *File) Flush() error {
 	if f.set != nil {
 		return f.set.each(noChange, (*File).Flush)
+	}
+	if f.io != nil {
+		return f.io.Flush()
 	}
 	nfd, err := unix.Dup(f.fd)
 	if err != nil {
@@ -153,6 +201,9 @@ func (f *File) Allocate(mode uint32, off, n int64) error {
 	if f.set != nil {
 		return f.set.each(dataChange, func(f *File) error { return f.Allocate(mode, off, n) })
 	}
+	if f.io != nil {
+		return f.io.Allocate(mode, off, n)
+	}
 	return unix.Fallocate(f.fd, mode, off, n)
 }
 
@@ -164,6 +215,9 @@ func (f *File) Seek(off int64, whence int) (int64, error) {
 		}
 		return 0, syscall.EIO
 	}
+	if f.io != nil {
+		return f.io.Seek(off, whence)
+	}
 	return unix.Seek(f.fd, off, whence)
 }
 
@@ -172,6 +226,14 @@ func (f *File) Close() error {
 	if f.set != nil {
 		f.fd = -1
 		return f.set.close()
+	}
+	if f.io != nil {
+		err := f.io.Close()
+		if f.release != nil {
+			f.release()
+			f.release = nil
+		}
+		return err
 	}
 	f.closeCold()
 	err := unix.Close(f.fd)
@@ -194,6 +256,19 @@ type Dir struct {
 	eof     bool
 	release func()
 	hide    func(name string) bool // names listings skip (a mirror set's IsStateFile)
+	// io, when not nil, serves the stream in place of fd (then -1): a
+	// MemTree's directory, or one opened through a FaultTree.
+	io dirIO
+}
+
+// dirIO is a Dir with no descriptor of its own; each method is the Dir
+// method of the same name (Peek without the hiding of names).
+type dirIO interface {
+	Seek(off uint64) error
+	Peek() (DirEntry, bool, error)
+	Advance()
+	Sync() error
+	Close() error
 }
 
 // DirEntry is one name of a directory.
@@ -208,6 +283,9 @@ type DirEntry struct {
 
 // Seek moves to offset off, as returned in DirEntry.Off (0 is the start).
 func (d *Dir) Seek(off uint64) error {
+	if d.io != nil {
+		return d.io.Seek(off)
+	}
 	if off == d.next && (d.i < d.n || d.eof || d.n == 0) {
 		return nil
 	}
@@ -231,6 +309,9 @@ func (d *Dir) Peek() (e DirEntry, ok bool, err error) {
 }
 
 func (d *Dir) peek() (e DirEntry, ok bool, err error) {
+	if d.io != nil {
+		return d.io.Peek()
+	}
 	if d.i >= d.n {
 		if d.eof {
 			return e, false, nil
@@ -267,6 +348,10 @@ func (d *Dir) peek() (e DirEntry, ok bool, err error) {
 
 // Advance consumes the entry Peek returned.
 func (d *Dir) Advance() {
+	if d.io != nil {
+		d.io.Advance()
+		return
+	}
 	if d.i >= d.n {
 		return
 	}
@@ -276,11 +361,21 @@ func (d *Dir) Advance() {
 }
 
 // Sync fsyncs the directory.
-func (d *Dir) Sync() error { return unix.Fsync(d.fd) }
+func (d *Dir) Sync() error {
+	if d.io != nil {
+		return d.io.Sync()
+	}
+	return unix.Fsync(d.fd)
+}
 
 // Close closes the stream.
 func (d *Dir) Close() error {
-	err := unix.Close(d.fd)
+	var err error
+	if d.io != nil {
+		err = d.io.Close()
+	} else {
+		err = unix.Close(d.fd)
+	}
 	if d.release != nil {
 		d.release()
 		d.release = nil

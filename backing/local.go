@@ -452,7 +452,7 @@ func (t *Local) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
 	}
 	if set.Size != nil {
 		if f != nil {
-			err = unix.Ftruncate(f.fd, int64(*set.Size))
+			err = f.truncate(int64(*set.Size))
 		} else {
 			err = unix.Truncate(procPath(in.fd), int64(*set.Size))
 		}
@@ -508,6 +508,9 @@ func killSuidgid(fd int) error {
 func (f *File) KillSuidgid() error {
 	if f.set != nil {
 		return f.set.each(metaChange, (*File).KillSuidgid)
+	}
+	if f.io != nil {
+		return f.io.KillSuidgid()
 	}
 	return killSuidgid(f.fd)
 }
