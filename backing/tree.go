@@ -14,8 +14,16 @@
 // ACLs), as libfuse's passthrough_hp and virtiofsd do.
 //
 // [Local] serves a directory of a local or network file system. The Tree
-// interface lets other backings (a mirror set, a fault injector, a
-// simulated device) stand in its place.
+// interface lets other backings stand in its place: [Mirror], a mirror
+// set of several directories; [MemTree], a tree held in memory, with
+// the errors and attributes Local gives for the same operations (a test
+// runs one script on both), for tests and simulations that need a file
+// system but not a disk; and [FaultTree], which wraps any Tree and
+// injects errors and delays by operation and path, seeded, as rules
+// ([FaultRule]). The files and directory streams of the last two have no
+// descriptor: File.Fd returns -1, and fsys neither splices nor passes
+// through such a file. [Faults] is the older, coarser injector: one
+// delay and error for all reads or all writes of a Local tree's files.
 package backing
 
 import "syscall"
