@@ -148,7 +148,9 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	// With the write cache the kernel keeps the file's size and computes
 	// the offsets of appends itself (its writes come back at offsets).
 	h.append = flags&syscall.O_APPEND != 0 && !f.opts.WriteCache
-	h.splice = flags&syscall.O_DIRECT == 0 && !file.Mirrored()
+	// A file with no descriptor (a tree in memory, or wrapped to inject
+	// faults) is read through ReadAt only.
+	h.splice = flags&syscall.O_DIRECT == 0 && !file.Mirrored() && file.Fd() >= 0
 	if h.serve.CachedWrites {
 		n.addCachedWriter(h)
 	}
@@ -204,8 +206,12 @@ func (f *FS) serveOpen(g *throttle.Group, flags uint32) stack.Serve {
 }
 
 // registerPassthrough registers the node's backing file with the kernel
-// for passthrough, once per node while any passthrough handle is open.
+// for passthrough, once per node while any passthrough handle is open; a
+// file with no descriptor is not.
 func (f *FS) registerPassthrough(n *node, file *backing.File) (int32, bool) {
+	if file.Fd() < 0 {
+		return 0, false
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.backingID == 0 {
