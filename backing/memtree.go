@@ -300,22 +300,15 @@ func (t *MemTree) Getattr(id ID) (syscall.Stat_t, error) {
 	return n.stat(), nil
 }
 
+// Setattr changes attributes in Local's order: mode, owner, size,
+// set-id bits, times; an error stops it there.
 func (t *MemTree) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
 	t.mu.Lock()
 	n, err := t.node(id)
-	t.mu.Unlock()
 	if err != nil {
+		t.mu.Unlock()
 		return syscall.Stat_t{}, err
 	}
-	if set.Size != nil && f != nil {
-		// The open file's own truncate (refused unless it writes), as
-		// ftruncate; it takes the lock itself.
-		if err := f.truncate(int64(*set.Size)); err != nil {
-			return syscall.Stat_t{}, err
-		}
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if set.Mode != nil {
 		n.attr.Mode = n.typ() | *set.Mode&07777
 		n.attr.Ctim = t.now()
@@ -333,11 +326,22 @@ func (t *MemTree) Setattr(id ID, f *File, set SetAttr) (syscall.Stat_t, error) {
 		}
 		n.attr.Ctim = t.now()
 	}
-	if set.Size != nil && f == nil {
-		if err := t.truncate(n, int64(*set.Size)); err != nil {
-			return n.stat(), err
+	if set.Size != nil {
+		if f != nil {
+			// The open file's own truncate, as ftruncate (refused unless
+			// it writes); it takes the lock itself.
+			t.mu.Unlock()
+			err = f.truncate(int64(*set.Size))
+			t.mu.Lock()
+		} else {
+			err = t.truncate(n, int64(*set.Size))
+		}
+		if err != nil {
+			t.mu.Unlock()
+			return syscall.Stat_t{}, err
 		}
 	}
+	defer t.mu.Unlock()
 	if set.KillSuidgid && n.typ() == syscall.S_IFREG {
 		n.killSuidgid()
 	}
