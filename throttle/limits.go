@@ -76,3 +76,46 @@ func (l Limits) Validate() error {
 	}
 	return nil
 }
+
+// Keys is a set of a group's limit keys: which of rbps, wbps, riops and
+// wiops a LimitChange sets.
+type Keys uint8
+
+// The limit keys, each a bit of Keys.
+const (
+	KeyRBPS Keys = 1 << iota
+	KeyWBPS
+	KeyRIOPS
+	KeyWIOPS
+	// AllKeys is every key.
+	AllKeys = KeyRBPS | KeyWBPS | KeyRIOPS | KeyWIOPS
+)
+
+// LimitChange is a change of one group's limits: the keys in Keys take
+// their values in To (0: max), the others keep the values they have. The
+// zero LimitChange changes nothing. Values of keys not in Keys are
+// ignored.
+type LimitChange struct {
+	Keys Keys
+	To   Limits
+}
+
+// SetAll returns the change that sets every key to its value in l.
+func SetAll(l Limits) LimitChange { return LimitChange{Keys: AllKeys, To: l} }
+
+// Apply returns cur with the keys of c set to their values in c.To.
+func (c LimitChange) Apply(cur Limits) Limits {
+	if c.Keys&KeyRBPS != 0 {
+		cur.RBPS = c.To.RBPS
+	}
+	if c.Keys&KeyWBPS != 0 {
+		cur.WBPS = c.To.WBPS
+	}
+	if c.Keys&KeyRIOPS != 0 {
+		cur.RIOPS = c.To.RIOPS
+	}
+	if c.Keys&KeyWIOPS != 0 {
+		cur.WIOPS = c.To.WIOPS
+	}
+	return cur
+}

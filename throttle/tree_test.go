@@ -97,6 +97,27 @@ func TestLimitsString(t *testing.T) {
 	}
 }
 
+// TestLimitChange: a change sets the keys it names, to max as well as to
+// a rate, and leaves the others as they are.
+func TestLimitChange(t *testing.T) {
+	cur := Limits{RBPS: 1, WBPS: 2, RIOPS: 3, WIOPS: 4}
+	for _, tc := range []struct {
+		c    LimitChange
+		want Limits
+	}{
+		{LimitChange{}, cur},
+		{LimitChange{Keys: KeyRIOPS, To: Limits{RBPS: 9, RIOPS: 30}}, Limits{RBPS: 1, WBPS: 2, RIOPS: 30, WIOPS: 4}},
+		{LimitChange{Keys: KeyRBPS | KeyWIOPS}, Limits{WBPS: 2, RIOPS: 3}},
+		{LimitChange{Keys: KeyWBPS, To: Limits{WBPS: 20}}, Limits{RBPS: 1, WBPS: 20, RIOPS: 3, WIOPS: 4}},
+		{SetAll(Limits{WIOPS: 40}), Limits{WIOPS: 40}},
+		{SetAll(Limits{}), Limits{}},
+	} {
+		if got := tc.c.Apply(cur); got != tc.want {
+			t.Errorf("%+v.Apply(%v) = %v, want %v", tc.c, cur, got, tc.want)
+		}
+	}
+}
+
 // TestChargeOneStep: a charge reaches every level at once and Eligible is
 // the latest schedule over the levels.
 func TestChargeOneStep(t *testing.T) {
