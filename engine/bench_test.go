@@ -28,7 +28,7 @@ func unreached(tb testing.TB) (*Engine, *throttle.Group, *stack.Handle) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(e.Close)
-	e.SetLimits("t", throttle.Limits{RIOPS: 1e12})
+	e.SetLimits("t", throttle.SetAll(throttle.Limits{RIOPS: 1e12}))
 	return e, e.Group("t"), &stack.Handle{Ino: 1, File: zeroFile{}}
 }
 

@@ -123,20 +123,19 @@ func (e *Engine) PathLimits(g *throttle.Group) throttle.Limits {
 	return g.PathLimits()
 }
 
-// SetLimits changes a group's limits now; queued requests are re-timed.
-func (e *Engine) SetLimits(path string, l throttle.Limits) {
+// SetLimits applies c to the limits of the group at path (creating it),
+// now, in one step under the engine's lock: keys c does not set keep their
+// values, so concurrent changes of different keys do not lose each other,
+// and queued requests are re-timed. It returns the group's limits before
+// and after. This is the one path by which limits change on a running
+// engine; the group's limits live only in the throttle (throttle.Group).
+func (e *Engine) SetLimits(path string, c throttle.LimitChange) (was, is throttle.Limits) {
 	e.mu.Lock()
-	e.apply(e.st.SetLimits(e.now(), path, l))
-	e.mu.Unlock()
-}
-
-// UpdateLimits changes a group's limits to fn of its current ones, in one
-// step: concurrent updates of different keys do not lose each other.
-func (e *Engine) UpdateLimits(path string, fn func(throttle.Limits) throttle.Limits) {
-	e.mu.Lock()
-	l := fn(e.st.Group(path).Limits())
-	e.apply(e.st.SetLimits(e.now(), path, l))
-	e.mu.Unlock()
+	defer e.mu.Unlock()
+	was = e.st.Group(path).Limits()
+	is = c.Apply(was)
+	e.apply(e.st.SetLimits(e.now(), path, is))
+	return was, is
 }
 
 // Metrics returns a snapshot of the stack's figures.

@@ -105,7 +105,7 @@ func TestReadRate(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				data := randomData(10*MiB, 1)
 				e := newEngine(t, func(o *Options) { o.ReadaheadBudget = tc.budget })
-				e.SetLimits("default", throttle.Limits{RBPS: MiB})
+				e.SetLimits("default", throttle.SetAll(throttle.Limits{RBPS: MiB}))
 				g := e.Group("default")
 				h := &stack.Handle{Ino: 1, File: &memFile{data: data}}
 				start := time.Now()
@@ -135,7 +135,7 @@ func TestReadRate(t *testing.T) {
 func TestHierarchyShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, noReadahead)
-		e.SetLimits("tenants", throttle.Limits{RBPS: 2 * MiB})
+		e.SetLimits("tenants", throttle.SetAll(throttle.Limits{RBPS: 2 * MiB}))
 		a, b := e.Group("tenants/a"), e.Group("tenants/b")
 		data := randomData(64*MiB, 2)
 		f := &memFile{data: data}
@@ -177,7 +177,7 @@ func TestHierarchyShare(t *testing.T) {
 			}
 		}
 		close(stop)
-		e.SetLimits("tenants", throttle.Limits{}) // let the readers finish
+		e.SetLimits("tenants", throttle.SetAll(throttle.Limits{})) // let the readers finish
 		wg.Wait()
 		total := got[0] + got[1]
 		if want := int64(40 * MiB); total < want*99/100 || total > want*101/100 {
@@ -195,13 +195,13 @@ func TestSetLimitLive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		data := randomData(4*MiB, 3)
 		e := newEngine(t)
-		e.SetLimits("default", throttle.Limits{RBPS: 64 << 10})
+		e.SetLimits("default", throttle.SetAll(throttle.Limits{RBPS: 64 << 10}))
 		g := e.Group("default")
 		h := &stack.Handle{Ino: 1, File: &memFile{data: data}}
 		start := time.Now()
 		go func() {
 			time.Sleep(3 * time.Second)
-			e.SetLimits("default", throttle.Limits{})
+			e.SetLimits("default", throttle.SetAll(throttle.Limits{}))
 		}()
 		readAll(t, e, h, g, data, MiB)
 		took := time.Since(start)
@@ -215,7 +215,7 @@ func TestSetLimitLive(t *testing.T) {
 		// the first goes at once and each next one a second later. The
 		// first reader's device reads, still in flight, finish first.
 		synctest.Wait()
-		e.SetLimits("default", throttle.Limits{RBPS: 64 << 10})
+		e.SetLimits("default", throttle.SetAll(throttle.Limits{RBPS: 64 << 10}))
 		start = time.Now()
 		h2 := &stack.Handle{Ino: 2, File: &memFile{data: data}}
 		readAll(t, e, h2, g, data[:256<<10], 64<<10)
@@ -231,7 +231,7 @@ func TestInterrupt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		data := randomData(4*MiB, 4)
 		e := newEngine(t, noReadahead)
-		e.SetLimits("default", throttle.Limits{RBPS: MiB})
+		e.SetLimits("default", throttle.SetAll(throttle.Limits{RBPS: MiB}))
 		g := e.Group("default")
 		f := &memFile{data: data}
 		h := &stack.Handle{Ino: 1, File: f}
@@ -287,9 +287,9 @@ func TestMaxWait(t *testing.T) {
 				data := randomData(16*MiB, 5)
 				e := newEngine(t, func(o *Options) { o.MaxWait = tc.cap })
 				if tc.write {
-					e.SetLimits("default", throttle.Limits{WBPS: MiB})
+					e.SetLimits("default", throttle.SetAll(throttle.Limits{WBPS: MiB}))
 				} else {
-					e.SetLimits("default", throttle.Limits{RBPS: MiB})
+					e.SetLimits("default", throttle.SetAll(throttle.Limits{RBPS: MiB}))
 				}
 				g := e.Group("default")
 				start := time.Now()
@@ -364,7 +364,7 @@ func TestMaxWait(t *testing.T) {
 func TestWriteSplitIOPS(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t)
-		e.SetLimits("default", throttle.Limits{WIOPS: 100})
+		e.SetLimits("default", throttle.SetAll(throttle.Limits{WIOPS: 100}))
 		g := e.Group("default")
 		f := &memFile{}
 		h := &stack.Handle{Ino: 1, File: f}
@@ -396,7 +396,7 @@ func TestWriteInvalidatesCache(t *testing.T) {
 		data := randomData(MiB, 7)
 		f := &memFile{data: append([]byte(nil), data...)}
 		e := newEngine(t)
-		e.SetLimits("default", throttle.Limits{RBPS: 100 * MiB})
+		e.SetLimits("default", throttle.SetAll(throttle.Limits{RBPS: 100 * MiB}))
 		g := e.Group("default")
 		h := &stack.Handle{Ino: 1, File: f}
 		readAll(t, e, h, g, data, 64<<10)
@@ -429,7 +429,7 @@ func TestInterruptSurvivable(t *testing.T) {
 		e := newEngine(t, noReadahead, func(o *Options) {
 			o.Dying = func(context.Context) bool { return killed.Load() }
 		})
-		e.SetLimits("default", throttle.Limits{RBPS: MiB})
+		e.SetLimits("default", throttle.SetAll(throttle.Limits{RBPS: MiB}))
 		g := e.Group("default")
 		h := &stack.Handle{Ino: 1, File: &memFile{data: data}}
 		buf := make([]byte, MiB)
@@ -480,7 +480,7 @@ func TestWriteErrorPrefix(t *testing.T) {
 			return nil
 		}}
 		e := newEngine(t, func(o *Options) { o.MaxIO = 128 << 10 })
-		e.SetLimits("default", throttle.Limits{WIOPS: 10}) // pieces 100 ms apart: one call each
+		e.SetLimits("default", throttle.SetAll(throttle.Limits{WIOPS: 10})) // pieces 100 ms apart: one call each
 		g := e.Group("default")
 		h := &stack.Handle{Ino: 1, File: f}
 		n, err := e.Write(context.Background(), h, g, f, make([]byte, MiB), 0)
@@ -521,7 +521,7 @@ func TestInterruptHandedRead(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			data := randomData(4*MiB, 5)
 			e := newEngine(t, noReadahead)
-			e.SetLimits("default", throttle.Limits{RBPS: MiB})
+			e.SetLimits("default", throttle.SetAll(throttle.Limits{RBPS: MiB}))
 			g := e.Group("default")
 			piece := e.Options().MaxIO
 			f := &gatedFile{memFile: &memFile{data: data}, at: 2 * MiB, gate: make(chan struct{})}

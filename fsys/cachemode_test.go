@@ -109,8 +109,8 @@ func TestCacheMode(t *testing.T) {
 				t.Errorf("group at rbps=8MiB: kernel page cache %v, want %v", got, tc.low)
 			}
 			// Limits changed: the next open follows them.
-			f.Engine().SetLimits("hi", throttle.Limits{RBPS: 8 << 20})
-			f.Engine().SetLimits("lo", throttle.Limits{RBPS: 100 << 20})
+			f.Engine().SetLimits("hi", throttle.SetAll(throttle.Limits{RBPS: 8 << 20}))
+			f.Engine().SetLimits("lo", throttle.SetAll(throttle.Limits{RBPS: 100 << 20}))
 			os.WriteFile(filepath.Join(src, "small2"), make([]byte, 1<<20), 0o644)
 			before := groupMetrics(t, f, "hi").AppReads
 			if _, calls := readAllAs(t, 1001, filepath.Join(mnt, "small2"), nil); kernel("hi", before, calls) != tc.low {

@@ -442,22 +442,8 @@ func (f *FS) Backing() string {
 func (f *FS) ColdReads() int64 { return f.coldReads.Load() }
 
 // SetLimit applies one limit spec live; keys it does not name keep their
-// values.
-func (f *FS) SetLimit(l group.LimitSpec) {
-	f.group(l.Group)
-	f.eng.UpdateLimits(l.Group, func(cur throttle.Limits) throttle.Limits {
-		set := func(dst *int64, v *int64) {
-			if v != nil {
-				*dst = *v
-			}
-		}
-		set(&cur.RBPS, l.RBPS)
-		set(&cur.WBPS, l.WBPS)
-		set(&cur.RIOPS, l.RIOPS)
-		set(&cur.WIOPS, l.WIOPS)
-		return cur
-	})
-}
+// values. It is Engine().SetLimits(l.Group, l.LimitChange).
+func (f *FS) SetLimit(l group.LimitSpec) { f.eng.SetLimits(l.Group, l.LimitChange) }
 
 // group returns the throttle group for name, cached.
 func (f *FS) group(name string) *throttle.Group {

@@ -23,6 +23,7 @@ import (
 	"sluice/group"
 	"sluice/internal/treetest"
 	"sluice/stack"
+	"sluice/throttle"
 )
 
 // mirrorSet makes n mirror directories holding the same content, and a
@@ -66,7 +67,7 @@ func mirrorOpts(dirs []string, mnt, policy string, faults []*backing.Faults) Opt
 	// its reads are the engine's device reads; root's go straight to the
 	// backing files.
 	opts.Rules = []group.Rule{{Group: "t", UID: ptr(uint32(1001))}}
-	opts.Limits = []group.LimitSpec{{Group: "t", RIOPS: ptr(int64(10_000_000))}}
+	opts.Limits = []group.LimitSpec{{Group: "t", LimitChange: throttle.LimitChange{Keys: throttle.KeyRIOPS, To: throttle.Limits{RIOPS: 10_000_000}}}}
 	opts.CacheMode = CacheDirect
 	return opts
 }

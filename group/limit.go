@@ -8,29 +8,32 @@ import (
 	"sluice/throttle"
 )
 
-// LimitSpec is one parsed limit argument. A nil field was not given and
-// keeps its previous value; a field pointing at 0 is "max" (no limit).
-// RBPS and WBPS are bytes per second, RIOPS and WIOPS I/Os per second.
+// LimitSpec is one parsed limit argument: a group and the change of its
+// limits the argument gives. Keys not given keep their previous value; a
+// key given as 0 is "max" (no limit). RBPS and WBPS are bytes per second,
+// RIOPS and WIOPS I/Os per second.
 type LimitSpec struct {
-	Group                    string
-	RBPS, WBPS, RIOPS, WIOPS *int64
+	Group string
+	throttle.LimitChange
 }
 
 // limitKeys lists the keys in canonical order.
 var limitKeys = []string{"rbps", "wbps", "riops", "wiops"}
 
-func (l *LimitSpec) field(key string) **int64 {
+// field returns the bit of key and its value in l, or 0 and nil for an
+// unknown key.
+func (l *LimitSpec) field(key string) (throttle.Keys, *int64) {
 	switch key {
 	case "rbps":
-		return &l.RBPS
+		return throttle.KeyRBPS, &l.To.RBPS
 	case "wbps":
-		return &l.WBPS
+		return throttle.KeyWBPS, &l.To.WBPS
 	case "riops":
-		return &l.RIOPS
+		return throttle.KeyRIOPS, &l.To.RIOPS
 	case "wiops":
-		return &l.WIOPS
+		return throttle.KeyWIOPS, &l.To.WIOPS
 	}
-	return nil
+	return 0, nil
 }
 
 // ParseLimit parses "GROUP KEY=VALUE ...", for example
@@ -58,18 +61,19 @@ func ParseLimit(s string) (LimitSpec, error) {
 		if !ok {
 			return LimitSpec{}, fmt.Errorf("%q is not KEY=VALUE: want KEY one of rbps, wbps, riops, wiops", f)
 		}
-		p := l.field(key)
+		k, p := l.field(key)
 		if p == nil {
 			return LimitSpec{}, fmt.Errorf("unknown key %q in %q: want rbps, wbps, riops or wiops", key, f)
 		}
-		if *p != nil {
+		if l.Keys&k != 0 {
 			return LimitSpec{}, fmt.Errorf("duplicate key %q", key)
 		}
 		n, err := parseLimitValue(key, val)
 		if err != nil {
 			return LimitSpec{}, err
 		}
-		*p = &n
+		l.Keys |= k
+		*p = n
 	}
 	return l, nil
 }
@@ -102,8 +106,8 @@ func (l LimitSpec) String() string {
 	var b strings.Builder
 	b.WriteString(l.Group)
 	for _, key := range limitKeys {
-		p := *l.field(key)
-		if p == nil {
+		k, p := l.field(key)
+		if l.Keys&k == 0 {
 			continue
 		}
 		b.WriteString(" " + key + "=")
@@ -122,5 +126,5 @@ func (l LimitSpec) String() string {
 // FormatLimits renders a group's limits in io.max form, every key present,
 // sizes as FormatSize writes them: "rbps=10MiB wbps=max riops=max wiops=100".
 func FormatLimits(l throttle.Limits) string {
-	return strings.TrimPrefix(LimitSpec{RBPS: &l.RBPS, WBPS: &l.WBPS, RIOPS: &l.RIOPS, WIOPS: &l.WIOPS}.String(), " ")
+	return strings.TrimPrefix(LimitSpec{LimitChange: throttle.SetAll(l)}.String(), " ")
 }

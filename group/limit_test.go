@@ -3,9 +3,9 @@ package group
 import (
 	"fmt"
 	"testing"
-)
 
-func p(n int64) *int64 { return &n }
+	"sluice/throttle"
+)
 
 func TestValidName(t *testing.T) {
 	for _, name := range []string{"default", "tenants/a", "tenants/a/build", "A.b_c-9", "..a", "a..", "x/.y"} {
@@ -45,22 +45,20 @@ func TestParseLimit(t *testing.T) {
 		want  LimitSpec
 		canon string
 	}{
-		{"default rbps=10MiB riops=max", LimitSpec{Group: "default", RBPS: p(10 << 20), RIOPS: p(0)}, "default rbps=10MiB riops=max"},
-		{"tenants/a wbps=1G wiops=100", LimitSpec{Group: "tenants/a", WBPS: p(1 << 30), WIOPS: p(100)}, "tenants/a wbps=1GiB wiops=100"},
-		{"  x   wiops=1k\triops=2.5k ", LimitSpec{Group: "x", RIOPS: p(2500), WIOPS: p(1000)}, "x riops=2500 wiops=1000"},
-		{"x riops=1M wiops=1G", LimitSpec{Group: "x", RIOPS: p(1e6), WIOPS: p(1e9)}, "x riops=1000000 wiops=1000000000"},
-		{"x wbps=1.5MiB rbps=10MB", LimitSpec{Group: "x", RBPS: p(10e6), WBPS: p(1572864)}, "x rbps=10000000 wbps=1536KiB"},
-		{"x rbps=max wbps=max riops=max wiops=max", LimitSpec{Group: "x", RBPS: p(0), WBPS: p(0), RIOPS: p(0), WIOPS: p(0)}, "x rbps=max wbps=max riops=max wiops=max"},
-		{"x rbps=1", LimitSpec{Group: "x", RBPS: p(1)}, "x rbps=1"},
+		{"default rbps=10MiB riops=max", spec("default", throttle.KeyRBPS|throttle.KeyRIOPS, throttle.Limits{RBPS: 10 << 20}), "default rbps=10MiB riops=max"},
+		{"tenants/a wbps=1G wiops=100", spec("tenants/a", throttle.KeyWBPS|throttle.KeyWIOPS, throttle.Limits{WBPS: 1 << 30, WIOPS: 100}), "tenants/a wbps=1GiB wiops=100"},
+		{"  x   wiops=1k\triops=2.5k ", spec("x", throttle.KeyRIOPS|throttle.KeyWIOPS, throttle.Limits{RIOPS: 2500, WIOPS: 1000}), "x riops=2500 wiops=1000"},
+		{"x riops=1M wiops=1G", spec("x", throttle.KeyRIOPS|throttle.KeyWIOPS, throttle.Limits{RIOPS: 1e6, WIOPS: 1e9}), "x riops=1000000 wiops=1000000000"},
+		{"x wbps=1.5MiB rbps=10MB", spec("x", throttle.KeyRBPS|throttle.KeyWBPS, throttle.Limits{RBPS: 10e6, WBPS: 1572864}), "x rbps=10000000 wbps=1536KiB"},
+		{"x rbps=max wbps=max riops=max wiops=max", spec("x", throttle.AllKeys, throttle.Limits{}), "x rbps=max wbps=max riops=max wiops=max"},
+		{"x rbps=1", spec("x", throttle.KeyRBPS, throttle.Limits{RBPS: 1}), "x rbps=1"},
 	} {
 		got, err := ParseLimit(tc.in)
 		if err != nil {
 			t.Errorf("ParseLimit(%q): %v", tc.in, err)
 			continue
 		}
-		if fmt.Sprint(got) != tc.canon || got.Group != tc.want.Group ||
-			!eqp(got.RBPS, tc.want.RBPS) || !eqp(got.WBPS, tc.want.WBPS) ||
-			!eqp(got.RIOPS, tc.want.RIOPS) || !eqp(got.WIOPS, tc.want.WIOPS) {
+		if fmt.Sprint(got) != tc.canon || got != tc.want {
 			t.Errorf("ParseLimit(%q) = %s; want %s", tc.in, got, tc.canon)
 		}
 		again, err := ParseLimit(got.String())
@@ -70,7 +68,11 @@ func TestParseLimit(t *testing.T) {
 	}
 }
 
-func eqp(a, b *int64) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+// spec returns the LimitSpec of group g that sets keys to their values in
+// to.
+func spec(g string, keys throttle.Keys, to throttle.Limits) LimitSpec {
+	return LimitSpec{Group: g, LimitChange: throttle.LimitChange{Keys: keys, To: to}}
+}
 
 func TestParseLimitErrors(t *testing.T) {
 	const (

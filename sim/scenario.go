@@ -398,6 +398,7 @@ func (sc *Scenario) check() error {
 	return nil
 }
 
+// limits returns g's limits: each key its Limits give, max for the others.
 func (sc *Scenario) limits(g Group) (throttle.Limits, error) {
 	if strings.TrimSpace(g.Limits) == "" {
 		return throttle.Limits{}, nil
@@ -406,16 +407,7 @@ func (sc *Scenario) limits(g Group) (throttle.Limits, error) {
 	if err != nil {
 		return throttle.Limits{}, err
 	}
-	var l throttle.Limits
-	for _, f := range []struct {
-		p *int64
-		v **int64
-	}{{&l.RBPS, &spec.RBPS}, {&l.WBPS, &spec.WBPS}, {&l.RIOPS, &spec.RIOPS}, {&l.WIOPS, &spec.WIOPS}} {
-		if *f.v != nil {
-			*f.p = **f.v
-		}
-	}
-	return l, nil
+	return spec.Apply(throttle.Limits{}), nil
 }
 
 // options returns the stack options the mount section asks for; a value

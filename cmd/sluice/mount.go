@@ -306,7 +306,7 @@ func (t *target) Set(spec string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%q: %v", spec, err)
 	}
-	t.m.SetLimit(l)
+	t.m.Engine().SetLimits(l.Group, l.LimitChange)
 	if !t.reachable(l.Group) {
 		return fmt.Sprintf("no caller is classified into %q or below it: the mount has no --group rule for it (callers not matched by any rule are in %q)", l.Group, group.Default), nil
 	}

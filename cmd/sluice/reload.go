@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"sluice/group"
+	"sluice/throttle"
 )
 
 // liveFlags are the mount flags a reload applies to the running mount, or
@@ -121,39 +122,21 @@ func (t *target) apply() (applied, stale []string, err error) {
 	t.m.SetRules(next.Rules)
 	// Each group named before or now gets every key: the file's value, or
 	// max.
-	running := map[string]string{}
-	for _, g := range t.m.Engine().Metrics().Groups {
-		running[g.Group] = g.Limits
-	}
-	full := map[string]group.LimitSpec{}
+	full := map[string]throttle.Limits{}
 	var order []string
 	for _, l := range append(slices.Clone(cur.Limits), next.Limits...) {
 		if _, ok := full[l.Group]; !ok {
-			zero := int64(0)
-			full[l.Group] = group.LimitSpec{Group: l.Group, RBPS: &zero, WBPS: &zero, RIOPS: &zero, WIOPS: &zero}
+			full[l.Group] = throttle.Limits{}
 			order = append(order, l.Group)
 		}
 	}
 	for _, l := range next.Limits {
-		f := full[l.Group]
-		for _, p := range []struct {
-			dst **int64
-			v   *int64
-		}{{&f.RBPS, l.RBPS}, {&f.WBPS, l.WBPS}, {&f.RIOPS, l.RIOPS}, {&f.WIOPS, l.WIOPS}} {
-			if p.v != nil {
-				*p.dst = p.v
-			}
-		}
-		full[l.Group] = f
+		full[l.Group] = l.Apply(full[l.Group])
 	}
 	for _, g := range order {
-		t.m.SetLimit(full[g])
-		was, now := running[g], strings.TrimPrefix(full[g].String(), g+" ")
-		if was == "" {
-			was = "rbps=max wbps=max riops=max wiops=max"
-		}
-		if was != now {
-			applied = append(applied, fmt.Sprintf("limits of %s %s → %s", g, was, now))
+		was, is := t.m.Engine().SetLimits(g, throttle.SetAll(full[g]))
+		if was != is {
+			applied = append(applied, fmt.Sprintf("limits of %s %s → %s", g, group.FormatLimits(was), group.FormatLimits(is)))
 		}
 	}
 	t.opts.Rules, t.opts.Limits, t.opts.ReadPolicy = next.Rules, next.Limits, next.ReadPolicy

@@ -145,7 +145,7 @@ func topLines(mnt string, prev, cur control.Status) []string {
 		p := before[g.Group]
 		var rl, wl int64
 		if l, err := group.ParseLimit("g " + g.Limits); err == nil {
-			rl, wl = deref(l.RBPS), deref(l.WBPS)
+			rl, wl = l.To.RBPS, l.To.WBPS
 		}
 		hit := "-"
 		if issued := g.RAIssued - p.RAIssued; issued > 0 {
@@ -188,13 +188,6 @@ func rateLine(rate float64, limit int64) string {
 	ratio := rate / float64(limit)
 	cells := min(int(ratio*10+0.5), 10)
 	return fmt.Sprintf("%s  of %-8s [%s%s] %5.2f", r, stack.HumanBytes(limit), strings.Repeat("#", cells), strings.Repeat(" ", 10-cells), ratio)
-}
-
-func deref(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 // fit cuts a line to topWidth columns, ending it with … where it was cut.
