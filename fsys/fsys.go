@@ -160,7 +160,15 @@ type FS struct {
 	server   *fuse.Server
 	epoch    time.Time
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// groups maps a group name to its throttle group, for caller, which
+	// every request runs: a lookup in it under mu costs a quarter of the
+	// engine's (Engine.Group cleans the path, lists the group in the
+	// metrics, and takes the engine's lock, which every admission, device
+	// completion and timer tick holds; see BenchmarkCallerGroup). It
+	// caches the lookup only: a group's limits are the group's own
+	// (throttle.Group.Limits), changed through Engine.SetLimits, and
+	// groups are never removed, so an entry never goes stale.
 	groups map[string]*throttle.Group
 	files  table[*handle]    // open files by FUSE file handle
 	dirs   table[*dirHandle] // open directories by FUSE file handle
@@ -445,7 +453,7 @@ func (f *FS) ColdReads() int64 { return f.coldReads.Load() }
 // values. It is Engine().SetLimits(l.Group, l.LimitChange).
 func (f *FS) SetLimit(l group.LimitSpec) { f.eng.SetLimits(l.Group, l.LimitChange) }
 
-// group returns the throttle group for name, cached.
+// group returns the throttle group for name, from groups (see there).
 func (f *FS) group(name string) *throttle.Group {
 	f.mu.Lock()
 	g := f.groups[name]
