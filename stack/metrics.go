@@ -105,7 +105,8 @@ var CounterFields = []CounterField{
 	{Name: "wthrottled_ns", Help: "time write pieces waited for the throttle", Nanos: true, Get: func(c *Counters) int64 { return c.WThrottledNs }},
 }
 
-// groupStats are a group's counters and wait histograms.
+// groupStats are a group's counters and wait histograms; its limits are
+// the group's own (throttle.Group.Limits), where Metrics reads them.
 type groupStats struct {
 	Counters
 	rwait, wwait WaitHistogram

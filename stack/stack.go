@@ -231,7 +231,9 @@ func (s *Stack) Group(path string) *throttle.Group {
 	return g
 }
 
-// SetLimits changes a group's limits at now; queued requests are re-timed.
+// SetLimits sets a group's limits, every key, at now (throttle.Tree.SetLimits,
+// which keeps them); queued requests are re-timed. A change of some keys
+// only is the engine's (engine.Engine.SetLimits).
 func (s *Stack) SetLimits(now int64, path string, l throttle.Limits) Actions {
 	s.Group(path)
 	s.tree.SetLimits(now, path, l)
