@@ -225,6 +225,38 @@ func TestSetLimitLive(t *testing.T) {
 	})
 }
 
+// TestSetLimitsChange: a change sets the keys it names and keeps the
+// others, reports the limits before and after, and changes of different
+// keys from many goroutines at once all hold in the end.
+func TestSetLimitsChange(t *testing.T) {
+	e := newEngine(t)
+	was, is := e.SetLimits("a/b", throttle.LimitChange{Keys: throttle.KeyRBPS | throttle.KeyWIOPS, To: throttle.Limits{RBPS: MiB, WBPS: 7, WIOPS: 100}})
+	if want := (throttle.Limits{RBPS: MiB, WIOPS: 100}); was != (throttle.Limits{}) || is != want {
+		t.Fatalf("first change: %v → %v, want %v → %v", was, is, throttle.Limits{}, want)
+	}
+	was, is = e.SetLimits("a/b", throttle.LimitChange{Keys: throttle.KeyRBPS | throttle.KeyRIOPS, To: throttle.Limits{RIOPS: 5}})
+	if want := (throttle.Limits{RIOPS: 5, WIOPS: 100}); was != (throttle.Limits{RBPS: MiB, WIOPS: 100}) || is != want {
+		t.Fatalf("second change: %v → %v, want rbps to max, riops=5, wiops kept: %v", was, is, want)
+	}
+	if got := e.Group("a/b").Limits(); got != is {
+		t.Fatalf("group's limits %v, want %v", got, is)
+	}
+	var wg sync.WaitGroup
+	for _, k := range []throttle.Keys{throttle.KeyRBPS, throttle.KeyWBPS, throttle.KeyRIOPS, throttle.KeyWIOPS} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range int64(100) {
+				e.SetLimits("c", throttle.LimitChange{Keys: k, To: throttle.Limits{RBPS: i + 1, WBPS: i + 1, RIOPS: i + 1, WIOPS: i + 1}})
+			}
+		}()
+	}
+	wg.Wait()
+	if got, want := e.Group("c").Limits(), (throttle.Limits{RBPS: 100, WBPS: 100, RIOPS: 100, WIOPS: 100}); got != want {
+		t.Fatalf("after concurrent changes of each key: %v, want %v", got, want)
+	}
+}
+
 // TestInterrupt: an interrupted read returns EINTR at once and its queued
 // I/O is withdrawn, so the next reader is not charged for it.
 func TestInterrupt(t *testing.T) {
