@@ -6,11 +6,13 @@ import (
 	"sluice/stack"
 )
 
-// The model of the mount's mirror set: devices holding the same data, of
-// which a read goes to the one the read policy picks (hedged to another
-// when it runs long, as the mount does, and with the background reads a
-// probing policy asks for), and to which writes and flushes go all. The
-// rest of the runner knows it by these alone:
+// The model of the mount's mirror set: devices holding the same data,
+// driven by the mount's own core (mirror.Set): a read goes to the mirror
+// the read policy picks, on to the next when it fails, and to others too
+// when it runs long (hedged, on to a third mirror of three), with the
+// background reads a probing policy asks for; writes and flushes go to
+// every healthy mirror, and one that fails where another succeeded turns
+// stale. The rest of the runner knows it by these alone:
 //
 //   - newMirrorSet, from the scenario;
 //   - mirrorSet.active: whether the mount has one (its jobs without a
@@ -24,35 +26,39 @@ import (
 // What these events carry for it is a mirrorTag, the rest of the runner's
 // business only as far as counting a device's bytes by event.dev.
 
-// mirrorSet is the mirror set's state.
+// mirrorSet is the mirror set's state: its devices, and the core that
+// decides where each read goes, when it is hedged, and which mirrors a
+// failed write turns stale (mirror.Set, the mount's own).
 type mirrorSet struct {
-	devs   []int         // device indexes of the set, in the mount's order
-	policy mirror.Policy // the read policy; nil: no mirror set
-	// fanout counts, per write or flush sent to every mirror, the mirrors
-	// still to answer, and the first error.
+	devs []int       // device indexes of the set, in the mount's order
+	set  *mirror.Set // nil: no mirror set
+	// fanout is, per write or flush sent to every healthy mirror, its
+	// copies' outcomes.
 	fanout map[*stack.IO]*fan
 }
 
 // mirrorTag is what an evMirror, evHedge or evProbe event carries for
 // the mirror set.
 type mirrorTag struct {
-	m    int     // the read's mirror (its place in the set); -1: a write's or flush's copy
-	sent int64   // when the read was sent
-	h    *hedged // a read that may be (or was) hedged
+	sn mirror.Send // a read's, or -1 in Mirror for a write's or flush's copy
+	fl *flight     // the caller's read it belongs to (evMirror of a read, evHedge)
+	k  int         // a write's or flush's copy: its place in the fan-out
 }
 
-// hedged is a mirror read that may be sent to a second mirror: the first
-// answer without an error completes it; the other is only counted.
-type hedged struct {
-	left int  // reads of it in flight
-	done bool // answered
-	pid  int  // whose read it is, for the policy
+// flight is a read of the mirror set: the core's Flight, and what the
+// model needs to send its reads to the devices.
+type flight struct {
+	f    mirror.Flight
+	io   *stack.IO
+	n    int64 // the bytes a read of it returns
+	wake int64 // the evHedge scheduled last; 0: none
 }
 
-// fan is a write or flush sent to every mirror.
+// fan is a write or flush sent to every healthy mirror.
 type fan struct {
+	on   []int // the mirrors, in the set
+	errs []error
 	left int
-	err  error
 }
 
 // newMirrorSet builds the mount's mirror set from sc: its devices and its
@@ -72,7 +78,7 @@ func newMirrorSet(sc *Scenario) (mirrorSet, error) {
 			name = mirror.Default
 		}
 		var err error
-		if s.policy, err = mirror.New(name, len(s.devs)); err != nil {
+		if s.set, err = mirror.NewSet(len(s.devs), name, nil); err != nil {
 			return s, err
 		}
 	}
@@ -83,104 +89,92 @@ func newMirrorSet(sc *Scenario) (mirrorSet, error) {
 func (s *mirrorSet) active() bool { return len(s.devs) > 0 }
 
 // startMirror sends the device I/O io of a mirrored file, op of n bytes,
-// to the mirror set: a read, on behalf of pid, to the mirror the policy
-// picks; a write or flush to every mirror.
+// to the mirror set: a read, on behalf of pid, as the set's core says; a
+// write or flush to every healthy mirror.
 func (r *runner) startMirror(io *stack.IO, pid int, op device.Op, n int64) {
 	s := &r.mirrors
 	if op != device.Read {
-		s.fanout[io] = &fan{left: len(s.devs)}
-		for _, di := range s.devs {
+		on := append([]int(nil), s.set.Live()...)
+		s.fanout[io] = &fan{on: on, errs: make([]error, len(on)), left: len(on)}
+		for k, m := range on {
+			di := s.devs[m]
 			doneAt, err := r.devList[di].Start(r.now, op, n)
-			r.push(event{at: doneAt, kind: evMirror, io: io, n: n, err: err, dev: di, mir: mirrorTag{m: -1}})
+			r.push(event{at: doneAt, kind: evMirror, io: io, n: n, err: err, dev: di, mir: mirrorTag{sn: mirror.Send{Mirror: -1}, k: k}})
 		}
 		return
 	}
-	rd := mirror.Read{PID: pid, File: io.Ino, Off: io.Off, Len: io.Len}
-	m := s.policy.Pick(r.now, rd)
-	s.policy.Started(r.now, m, rd)
-	di := s.devs[m]
-	doneAt, err := r.devList[di].Start(r.now, op, n)
-	var hr *hedged
-	if hg, ok := s.policy.(mirror.Hedger); ok && len(s.devs) > 1 {
-		// As the mount does: a read still unanswered after the
-		// policy's delay goes to another mirror too (once here; the
-		// mount goes on to a third mirror of three).
-		if after := hg.HedgeAfter(r.now, m); after > 0 && r.now+after < doneAt {
-			hr = &hedged{left: 1, pid: pid}
-			r.push(event{at: r.now + after, kind: evHedge, io: io, n: n, mir: mirrorTag{m: m, sent: r.now, h: hr}})
-		}
+	fl := &flight{io: io, n: n}
+	var st mirror.Step
+	fl.f, st = s.set.Begin(r.now, mirror.Read{PID: pid, File: io.Ino, Off: io.Off, Len: io.Len}, 0)
+	r.mirrorStep(fl, st)
+}
+
+// mirrorStep does what the core's step st for fl says: send a read to a
+// mirror's device, a probe to another's, and wake the flight for its
+// hedge.
+func (r *runner) mirrorStep(fl *flight, st mirror.Step) {
+	s := &r.mirrors
+	if st.Sending {
+		di := s.devs[st.Send.Mirror]
+		doneAt, err := r.devList[di].Start(r.now, device.Read, fl.n)
+		r.push(event{at: doneAt, kind: evMirror, io: fl.io, n: fl.n, err: err, dev: di, mir: mirrorTag{sn: st.Send, fl: fl}})
 	}
-	r.push(event{at: doneAt, kind: evMirror, io: io, n: n, err: err, dev: di, mir: mirrorTag{m: m, sent: r.now, h: hr}})
-	if pr, ok := s.policy.(mirror.Prober); ok {
+	if st.Probing {
 		// The mount reads a mirror the policy asks to probe in the
 		// background; so does the model.
-		if pm, ok := pr.Probe(r.now); ok {
-			s.policy.Started(r.now, pm, rd)
-			pd := s.devs[pm]
-			doneAt, err := r.devList[pd].Start(r.now, op, n)
-			r.push(event{at: doneAt, kind: evProbe, n: n, err: err, dev: pd, mir: mirrorTag{m: pm, sent: r.now}})
-		}
+		di := s.devs[st.Probe.Mirror]
+		doneAt, err := r.devList[di].Start(r.now, device.Read, fl.n)
+		r.push(event{at: doneAt, kind: evProbe, n: fl.n, err: err, dev: di, mir: mirrorTag{sn: st.Probe}})
+	}
+	if st.Wake > 0 && st.Wake != fl.wake {
+		fl.wake = st.Wake
+		r.push(event{at: st.Wake, kind: evHedge, mir: mirrorTag{fl: fl}})
 	}
 }
 
-// hedge sends a mirror read that has run long to the mirror the policy
-// names (mirror.Hedger's HedgeTo), or asks again a hedge delay later.
+// hedge is a flight's wake: the core sends a read still running to
+// another mirror too, or wakes it again later (one scheduled before the
+// flight's wake moved, or after its answer, does nothing).
 func (r *runner) hedge(ev event) {
-	s := &r.mirrors
-	t := ev.mir
-	if t.h.done {
-		return
-	}
-	hg := s.policy.(mirror.Hedger)
-	m, ok := hg.HedgeTo(r.now, t.m, t.sent, func(j int) bool { return j != t.m })
-	if !ok {
-		if after := hg.HedgeAfter(r.now, t.m); after > 0 {
-			ev.at = r.now + after
-			r.push(ev)
-		}
-		return
-	}
-	rd := mirror.Read{PID: t.h.pid, File: ev.io.Ino, Off: ev.io.Off, Len: ev.io.Len}
-	s.policy.Started(r.now, m, rd)
-	di := s.devs[m]
-	doneAt, err := r.devList[di].Start(r.now, device.Read, ev.n)
-	t.h.left++
-	r.push(event{at: doneAt, kind: evMirror, io: ev.io, n: ev.n, err: err, dev: di, mir: mirrorTag{m: m, sent: r.now, h: t.h}})
+	fl := ev.mir.fl
+	r.mirrorStep(fl, r.mirrors.set.Timer(r.now, &fl.f))
 }
 
 // probeDone is a probing policy's background read answered.
 func (r *runner) probeDone(ev event) {
 	r.count(ev.dev, r.now, ev.n)
-	r.mirrors.policy.Done(r.now, ev.mir.m, ev.mir.sent, ev.err)
+	r.mirrors.set.Done(r.now, ev.mir.sn, int(ev.n), ev.err)
 }
 
 // mirrorDone takes the completion ev of one of the mirror set's device
 // I/Os and reports whether its I/O is done for the stack, with the bytes
-// and error to report: a read when the first mirror to answer without
-// an error has (or the last has failed), a write or flush when every
-// mirror has, with the first error.
+// and error to report: a read when the core has its answer (the first
+// mirror to answer without an error, or the last one's failure, each
+// failure sent on to the next mirror), a write or flush when every
+// mirror has answered: it fails when all failed, and a mirror that failed
+// where another succeeded is marked stale, as the mount marks it.
 func (r *runner) mirrorDone(ev event) (done bool, n int64, err error) {
 	s := &r.mirrors
 	io, n, err, t := ev.io, ev.n, ev.err, ev.mir
-	if t.m >= 0 {
-		s.policy.Done(r.now, t.m, t.sent, err)
+	if fl := t.fl; fl != nil {
+		st := s.set.Finished(r.now, &fl.f, t.sn, int(n), err)
+		r.mirrorStep(fl, st)
+		return st.Done, n, st.Err
 	}
-	if h := t.h; h != nil {
-		h.left--
-		if h.done || err != nil && h.left > 0 {
-			return false, n, err // answered by the other mirror, or it may yet answer
-		}
-		h.done = true
+	fo := s.fanout[io]
+	fo.errs[t.k] = err
+	if fo.left--; fo.left > 0 {
+		return false, n, err
 	}
-	if fo := s.fanout[io]; fo != nil {
-		if fo.err == nil {
-			fo.err = err
+	delete(s.fanout, io)
+	out := make([]mirror.Outcome, len(fo.on))
+	for k, e := range fo.errs {
+		if e != nil {
+			out[k] = mirror.Failed
 		}
-		if fo.left--; fo.left > 0 {
-			return false, n, err
-		}
-		delete(s.fanout, io)
-		err = fo.err
 	}
-	return true, n, err
+	if ok, _ := s.set.Fanout(fo.on, out); !ok {
+		return true, n, fo.errs[0]
+	}
+	return true, n, nil
 }

@@ -387,6 +387,68 @@ direct = true
 	}
 }
 
+// TestHedgedReadsThird: two mirrors of three hang (1000x slower, 100 ms
+// a read) for a second, and the third is the slowest when all are well.
+// A read sent to a hung mirror is hedged on the next cheapest, the other
+// hung one, and then, as the mount goes on, on the third: no read waits
+// near 100 ms.
+func TestHedgedReadsThird(t *testing.T) {
+	src := `
+name = "hedging3"
+seed = 1
+[mount]
+mirrors = ["a", "b", "c"]
+[[device]]
+name = "a"
+bandwidth = "2000MiB"
+latency = "100us"
+[[device.slow]]
+at = "1s"
+until = "2s"
+factor = 1000.0
+[[device]]
+name = "b"
+bandwidth = "2000MiB"
+latency = "100us"
+[[device.slow]]
+at = "1s"
+until = "2s"
+factor = 1000.0
+[[device]]
+name = "c"
+bandwidth = "2000MiB"
+latency = "300us"
+[[group]]
+name = "g"
+[[job]]
+name = "r"
+group = "g"
+rw = "randread"
+bs = "4k"
+size = "1GiB"
+runtime = "3s"
+time-based = true
+direct = true
+`
+	sc, err := Parse("hedging3.toml", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst := res.Jobs[0].Clat.Max
+	t.Logf("max clat %.1f ms; reads a %d, b %d, c %d", float64(worst)/1e6,
+		res.Devices[0].Reads, res.Devices[1].Reads, res.Devices[2].Reads)
+	if worst > 20e6 {
+		t.Errorf("a read waited %.1f ms: it was not hedged on to the third mirror", float64(worst)/1e6)
+	}
+	if res.Devices[0].Reads == 0 || res.Devices[1].Reads == 0 {
+		t.Errorf("reads a %d, b %d: the mirrors that hang were not read (the test shows nothing)", res.Devices[0].Reads, res.Devices[1].Reads)
+	}
+}
+
 // TestWakeLatency: a reader held at its limit page by page has no credit
 // when the stack's wake-ups come on time, so budget-aware readahead reads
 // nothing ahead; when they come late, as a timer on a busy machine does,
