@@ -106,18 +106,25 @@ func (r *runner) addJobs() {
 			}
 			t := &thread{job: jr, f: f, h: &stack.Handle{Ino: f.ino, File: f}, pid: pid,
 				rng: rand.New(rand.NewPCG(sc.Seed, uint64(ji*1000+k+1)))}
-			if j.RW == "read" || j.RW == "randread" {
-				// As the mount opens it: through the kernel's page cache
-				// (sluice paces what the kernel sends; a short reply at
-				// the end of the file is taken whole) or with direct I/O.
-				t.kernel = kernelServed(sc.Mount.CacheMode, jr.g)
+			// As the mount opens it (stack.ServeOpen): a reader through
+			// the kernel's page cache (sluice paces what the kernel
+			// sends; a short reply at the end of the file is taken
+			// whole) or with direct I/O; a writer, with --write-cache,
+			// through the page cache for groups without a write limit,
+			// and in kernel cache mode for those whose limits qualify.
+			reads := j.RW == "read" || j.RW == "randread"
+			cm, _ := stack.ParseCacheMode(sc.Mount.CacheMode)
+			o := stack.Open{Limited: jr.g.Limited(), Writes: !reads, CacheMode: cm,
+				WriteCache: sc.Mount.WriteCache, Dirty: r.kernel.limit, MaxIO: r.opts.MaxIO}
+			if o.Limited {
+				o.Limits = jr.g.PathLimits()
+			}
+			switch sv := stack.ServeOpen(o); {
+			case reads:
+				t.kernel = sv.Mode != stack.ServeDirect
 				t.h.Whole = t.kernel
-			} else if sc.Mount.WriteCache {
-				// As the mount opens it with --write-cache: through the
-				// page cache for groups without a write limit, and in
-				// kernel cache mode for those whose limits qualify.
-				t.cachedW = !jr.g.Limited() || sc.Mount.CacheMode == "kernel" &&
-					stack.WritesCached(jr.g.PathLimits(), r.kernel.limit, r.opts.MaxIO)
+			case sc.Mount.WriteCache:
+				t.cachedW = sv.CachedWrites
 				t.h.Whole = t.cachedW
 			}
 			pid++

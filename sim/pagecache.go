@@ -71,20 +71,6 @@ func setBit(s *[]uint64, i int64, v bool) {
 	}
 }
 
-// kernelServed reports whether the mount serves group g's opens through the
-// kernel's page cache under cache-mode mode.
-func kernelServed(mode string, g *throttle.Group) bool {
-	switch {
-	case !g.Limited():
-		return true
-	case mode == "direct":
-		return false
-	case mode == "kernel":
-		return true
-	}
-	return stack.KernelCache(g.PathLimits())
-}
-
 // kread serves the application read c of a thread that reads through the
 // kernel's page cache.
 func (r *runner) kread(c *call) {

@@ -433,8 +433,8 @@ func (sc *Scenario) options() (stack.Options, error) {
 		// time-based job would never end.
 		return o, &mountError{key: "fuse-latency", value: time.Duration(m.FuseLatency).String(), want: "a positive duration such as 25us"}
 	}
-	if cm := m.CacheMode; cm != "" && cm != "auto" && cm != "direct" && cm != "kernel" {
-		return o, &mountError{key: "cache-mode", value: cm, want: "auto, direct or kernel"}
+	if _, ok := stack.ParseCacheMode(m.CacheMode); !ok {
+		return o, &mountError{key: "cache-mode", value: m.CacheMode, want: "auto, direct or kernel"}
 	}
 	for _, j := range sc.Jobs {
 		if j.Mmap && m.WriteThrottle == "writeback" {

@@ -22,6 +22,20 @@ const (
 	CacheKernel
 )
 
+// ParseCacheMode returns the cache mode named s (auto, direct or kernel,
+// as --cache-mode takes them; "" is auto); ok is false for any other.
+func ParseCacheMode(s string) (m CacheMode, ok bool) {
+	switch s {
+	case "auto", "":
+		return CacheAuto, true
+	case "direct":
+		return CacheDirect, true
+	case "kernel":
+		return CacheKernel, true
+	}
+	return CacheAuto, false
+}
+
 // Mode is how one open of a file is served.
 type Mode uint8
 

@@ -489,16 +489,11 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 	if o.metricsConns < 1 {
 		return opts, usagef("--metrics-max-conns %d: want at least 1", o.metricsConns)
 	}
-	switch o.cacheMode {
-	case "auto":
-		opts.CacheMode = fsys.CacheAuto
-	case "direct":
-		opts.CacheMode = fsys.CacheDirect
-	case "kernel":
-		opts.CacheMode = fsys.CacheKernel
-	default:
+	cm, ok := stack.ParseCacheMode(o.cacheMode)
+	if !ok || o.cacheMode == "" {
 		return opts, usagef("--cache-mode %s: want auto, direct or kernel", o.cacheMode)
 	}
+	opts.CacheMode = cm
 	opts.WriteCache = o.writeCache
 	opts.ReadOnly, opts.NoExec = o.readOnly, o.noExec
 	switch o.mapDirty {
