@@ -240,18 +240,16 @@ func (s *fileSet) readAnswering(r mirror.Read, unique uint64, answer Answer, p [
 	}
 	*w = watched{s: s, unique: unique, answer: answer, idx: -1}
 	_, st := s.begin(r, w)
+	hedged := false
 	for st.Sending {
 		sn := st.Send
 		n, err = s.files[sn.Mirror].ReadAt(p, r.Off)
-		st = s.finished(&w.fl, w, sn, n, err)
+		st, hedged = s.finishedWatched(&w.fl, w, sn, n, err)
 	}
-	m.mu.Lock()
-	switch {
-	case st.Done:
+	if st.Done {
 		// Decided here: by this goroutine's read, or by its failure
-		// ending the last read of the flight.
-		hedged := w.hedged
-		m.mu.Unlock()
+		// ending the last read of the flight. Once decided, the flight
+		// is off the watchdog: hedged stays as it was.
 		if !hedged {
 			// Nothing else refers to w: it is used again.
 			watches.Put(w)
@@ -262,6 +260,7 @@ func (s *fileSet) readAnswering(r mirror.Read, unique uint64, answer Answer, p [
 		return n, false, nil
 	}
 	// A rescue decides, or has decided, the answer.
+	m.mu.Lock()
 	if !w.delivered {
 		w.end = make(chan struct{})
 		end := w.end

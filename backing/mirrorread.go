@@ -65,6 +65,13 @@ func (s *fileSet) begin(r mirror.Read, w *watched) (fl mirror.Flight, st mirror.
 // to do next; w, when not nil, is fl's watch. The files are closed when
 // this was the last read of a set closed meanwhile.
 func (s *fileSet) finished(fl *mirror.Flight, w *watched, sn mirror.Send, n int, err error) mirror.Step {
+	st, _ := s.finishedWatched(fl, w, sn, n, err)
+	return st
+}
+
+// finishedWatched is finished, also reporting whether the watchdog has
+// sent a read of w's flight elsewhere (watched.hedged) by then.
+func (s *fileSet) finishedWatched(fl *mirror.Flight, w *watched, sn mirror.Send, n int, err error) (mirror.Step, bool) {
 	m := s.m
 	m.mu.Lock()
 	var st mirror.Step
@@ -74,8 +81,10 @@ func (s *fileSet) finished(fl *mirror.Flight, w *watched, sn mirror.Send, n int,
 		st.Report = m.set.Done(m.now(), sn, n, err)
 	}
 	s.sent(st)
+	hedged := false
 	if w != nil {
 		m.rewatch(w, st)
+		hedged = w.hedged
 	}
 	var errs int64
 	if st.Report {
@@ -89,7 +98,7 @@ func (s *fileSet) finished(fl *mirror.Flight, w *watched, sn mirror.Send, n int,
 	if last {
 		s.closeFiles()
 	}
-	return st
+	return st, hedged
 }
 
 // timer is the core's Timer for fl: the hedge of a read running long.

@@ -29,7 +29,9 @@ const MaxMirrors = 64
 type Set struct {
 	name   string
 	policy Policy
-	gen    int // counts policies made: a read reports to the one it started with
+	hedger Hedger // policy, when it hedges
+	prober Prober // policy, when it probes
+	gen    int    // counts policies made: a read reports to the one it started with
 	stale  []bool
 	live   []int // healthy mirrors, in order: the policy's indices
 	stats  []Stats
@@ -76,9 +78,11 @@ func (s *Set) relive() {
 			s.live = append(s.live, i)
 		}
 	}
-	s.policy = nil
+	s.policy, s.hedger, s.prober = nil, nil, nil
 	if len(s.live) > 0 {
 		s.policy, _ = New(s.name, len(s.live))
+		s.hedger, _ = s.policy.(Hedger)
+		s.prober, _ = s.policy.(Prober)
 	}
 	s.gen++
 }
@@ -263,8 +267,8 @@ func (s *Set) Begin(now int64, r Read, closed uint64) (Flight, Step) {
 	if !st.Sending {
 		return f, st
 	}
-	if pr, ok := s.policy.(Prober); ok {
-		if k, ok := pr.Probe(now); ok && closed&(1<<s.live[k]) == 0 {
+	if s.prober != nil {
+		if k, ok := s.prober.Probe(now); ok && closed&(1<<s.live[k]) == 0 {
 			st.Probe, st.Probing = s.begin(now, s.live[k], k, r), true
 		}
 	}
@@ -313,8 +317,8 @@ func (s *Set) send(now int64, f *Flight, i, k int) Step {
 	f.tried |= 1 << i
 	f.pending++
 	sn := s.begin(now, i, k, f.r)
-	if h, ok := s.policy.(Hedger); ok && s.untried(f) >= 0 {
-		sn.hedge = h.HedgeAfter(sn.Start, k)
+	if s.hedger != nil && s.untried(f) >= 0 {
+		sn.hedge = s.hedger.HedgeAfter(sn.Start, k)
 	}
 	f.last, f.hedgeAt = sn, 0
 	if sn.hedge > 0 {
@@ -341,11 +345,10 @@ func (s *Set) Timer(now int64, f *Flight) Step {
 	}
 	from := f.last
 	var st Step
-	h, isH := s.policy.(Hedger)
 	switch {
-	case isH && from.gen == s.gen:
+	case s.hedger != nil && from.gen == s.gen:
 		allowed := func(k int) bool { return f.free(s.live[k]) }
-		if k, ok := h.HedgeTo(now, from.k, from.Start, allowed); ok {
+		if k, ok := s.hedger.HedgeTo(now, from.k, from.Start, allowed); ok {
 			st = s.send(now, f, s.live[k], k)
 		}
 	default:
