@@ -47,6 +47,12 @@ type Options struct {
 	// MirrorFaults, for tests and fault drills, injects faults into each
 	// mirror's file I/O (see backing.Faults); nil entries for none.
 	MirrorFaults []*backing.Faults
+	// Tree, when not nil, is served in place of Source and Mirrors: any
+	// backing.Tree, such as one held in memory (backing.MemTree) or one
+	// wrapped to inject faults by operation and path (backing.FaultTree).
+	// Its files without a descriptor are never spliced nor passed
+	// through. The mount closes it. The default is nil.
+	Tree backing.Tree
 	// Mountpoint is where the file system appears. Required.
 	Mountpoint string
 	// Limits are the initial per-group limits, applied in order.
@@ -201,6 +207,9 @@ type dirHandle struct {
 // it creates) and raises its soft descriptor limit to the hard one.
 func Mount(opts Options) (*FS, error) {
 	switch {
+	case opts.Tree != nil && (opts.Source != "" || len(opts.Mirrors) > 0):
+		return nil, fmt.Errorf("a Tree is served in place of SOURCE and mirrors: give none of them")
+	case opts.Tree != nil:
 	case len(opts.Mirrors) > 0 && opts.Source != "":
 		return nil, fmt.Errorf("SOURCE %s and mirrors given: a mirror set is served in place of SOURCE", opts.Source)
 	case len(opts.Mirrors) == 1:
@@ -243,7 +252,10 @@ func Mount(opts Options) (*FS, error) {
 		nodes:  make(map[backing.ID]*node),
 	}
 	lopts := backing.LocalOptions{MaxOpen: opts.MaxOpen}
-	if len(opts.Mirrors) > 0 {
+	switch {
+	case opts.Tree != nil:
+		f.tree = opts.Tree
+	case len(opts.Mirrors) > 0:
 		f.opts.Passthrough = false
 		f.mirrors, err = backing.NewMirror(opts.Mirrors, backing.MirrorOptions{
 			LocalOptions: lopts, Policy: opts.ReadPolicy, Faults: opts.MirrorFaults,
@@ -251,7 +263,7 @@ func Mount(opts Options) (*FS, error) {
 			Log: func(format string, args ...any) { f.log().Warn(fmt.Sprintf(format, args...), "component", "mirror") },
 		})
 		f.tree = f.mirrors
-	} else {
+	default:
 		f.tree, err = backing.NewLocal(opts.Source, lopts)
 		if err != nil {
 			err = fmt.Errorf("SOURCE %s: %v", opts.Source, err)
@@ -490,6 +502,9 @@ func (f *FS) log() *slog.Logger {
 func (f *FS) source() string {
 	if len(f.opts.Mirrors) > 0 {
 		return strings.Join(f.opts.Mirrors, ":")
+	}
+	if f.opts.Tree != nil && f.opts.Source == "" {
+		return "sluice"
 	}
 	return f.opts.Source
 }

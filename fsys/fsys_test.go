@@ -176,9 +176,12 @@ func mount(t *testing.T, opts Options) (src, mnt string, f *FS) {
 		opts.Options.Options = stack.DefaultOptions()
 	}
 	_, src, mnt = mountDirs(t)
-	if opts.Source == "" {
+	switch {
+	case opts.Tree != nil:
+		src = ""
+	case opts.Source == "":
 		opts.Source = src
-	} else {
+	default:
 		src = opts.Source
 	}
 	opts.Mountpoint = mnt
