@@ -34,8 +34,9 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 // kernel cache mode) reads [off, off+n) from the backing file by splice,
 // and sluice only charges and paces it; its own cache is not involved. It
 // is split into MaxIO pieces, each one read I/O and its bytes, queued as
-// demand reads; the request finishes when the last is admitted, and the
-// driver then reads. At the wait cap the rest is admitted into debt.
+// demand reads (pay tickets, never device I/Os in Actions: see ticket);
+// the request finishes when the last is admitted, and the driver then
+// reads. At the wait cap the rest is admitted into debt.
 func (s *Stack) Pay(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
 	*r = Request{Value: r.Value, dir: throttle.Read, group: g, handle: h, off: off, len: n, pay: true}
 	s.each(g, func(c *Counters) { c.AppReads++ })
@@ -50,12 +51,11 @@ func (s *Stack) Pay(now int64, h *Handle, g *throttle.Group, off, n int64, r *Re
 // queuePay queues the pieces of the read r that the driver performs.
 func (s *Stack) queuePay(now int64, r *Request) {
 	for _, pc := range block.Split(r.off, r.len, s.opts.MaxIO) {
-		io := &IO{Op: opPay, Dir: throttle.Read, Ino: r.handle.Ino, File: r.handle.File, Off: pc.Off, Len: pc.Len,
-			Class: throttle.Demand, group: r.group, queuedAt: now, write: r}
-		io.req = throttle.Request{Group: r.group, Dir: throttle.Read, Bytes: pc.Len, IOs: 1, Class: throttle.Demand, Value: io}
-		r.ios = append(r.ios, io)
+		t := &ticket{kind: payTicket, r: r, queuedAt: now}
+		t.req = throttle.Request{Group: r.group, Dir: throttle.Read, Bytes: pc.Len, IOs: 1, Class: throttle.Demand, Value: t}
+		r.pieces = append(r.pieces, t)
 		r.pending++
-		s.queue.Push(now, &io.req)
+		s.queue.Push(now, &t.req)
 	}
 	if r.pending == 0 {
 		s.finish(r)
@@ -64,13 +64,13 @@ func (s *Stack) queuePay(now int64, r *Request) {
 	}
 }
 
-// gate queues the read r behind its group's write debt (see owes).
+// gate queues the read r behind its group's write debt (see owes): a gate
+// ticket, which waits in the write direction and is charged nothing.
 func (s *Stack) gate(now int64, r *Request) {
-	io := &IO{Op: opGate, Dir: throttle.Write, Ino: r.handle.Ino, File: r.handle.File, Class: throttle.Demand,
-		group: r.group, queuedAt: now, write: r}
-	io.req = throttle.Request{Group: r.group, Dir: throttle.Write, Class: throttle.Demand, Value: io}
-	r.gate = io
-	s.queue.Push(now, &io.req)
+	t := &ticket{kind: gateTicket, r: r, queuedAt: now}
+	t.req = throttle.Request{Group: r.group, Dir: throttle.Write, Class: throttle.Demand, Value: t}
+	r.gate = t
+	s.queue.Push(now, &t.req)
 	s.await(now, r)
 }
 

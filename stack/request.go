@@ -87,9 +87,9 @@ func (s *Stack) cut(now int64, r *Request) {
 	}
 	if r.pay {
 		// The driver reads it all, whole: the rest goes into debt.
-		for _, io := range r.ios {
-			if !io.started {
-				s.force(now, io)
+		for _, t := range r.pieces {
+			if !t.admitted {
+				s.forceTicket(now, t)
 			}
 		}
 		return
@@ -164,6 +164,16 @@ func (s *Stack) force(now int64, io *IO) {
 	s.admitted(now, io)
 }
 
+// forceTicket admits the queued ticket t at now whatever its group's
+// debt, charging it in full.
+func (s *Stack) forceTicket(now int64, t *ticket) {
+	if !s.queue.Remove(&t.req) {
+		return
+	}
+	s.tree.Charge(now, t.req.Group, t.req.Dir, t.req.Bytes, t.req.IOs)
+	s.released(now, t)
+}
+
 // forcePage admits the queued page p alone at now for group g, charged in
 // full; the rest of its I/O stays queued as it was.
 func (s *Stack) forcePage(now int64, p *page, g *throttle.Group) {
@@ -212,9 +222,9 @@ func (s *Stack) Cancel(now int64, r *Request) Actions {
 		s.queue.Remove(&r.gate.req)
 		r.gate = nil
 	}
-	for _, io := range r.ios { // a read the driver performs (Pay)
-		if !io.started {
-			s.queue.Remove(&io.req)
+	for _, t := range r.pieces { // a read the driver performs (Pay)
+		if !t.admitted {
+			s.queue.Remove(&t.req)
 		}
 	}
 	for _, p := range r.pages {

@@ -83,15 +83,12 @@ const (
 	// as dirty pages that a sync by anyone would wait for. It is not
 	// charged; the driver reports it with Wrote like a flush.
 	OpWriteback
-
-	// opGate and opPay are the stack's own, never actions: a read of a
-	// mapped file waiting for its group's write debt (see Read), and a
-	// piece of a read that the driver performs itself (see Pay).
-	opGate Op = 255
-	opPay  Op = 254
 )
 
-// IO is one device request of at most MaxIO bytes.
+// IO is one device request of at most MaxIO bytes, which the driver
+// performs once the stack hands it out in Actions.Start. What the stack
+// queues in the throttle for its own sake, and never hands out, is a
+// ticket.
 type IO struct {
 	Op       Op
 	Dir      throttle.Dir
@@ -111,6 +108,35 @@ type IO struct {
 	err      error    // writes: the device's error, once complete
 	complete bool     // writes: reported by Wrote
 }
+
+// A ticket is an entry of the throttle's queue that is not a device I/O:
+// the stack queues it, and when the throttle releases it (or the wait cap
+// forces it) the stack acts on it itself; it never appears in Actions.
+// Both kinds belong to an application read, r.
+type ticket struct {
+	kind     ticketKind
+	r        *Request
+	req      throttle.Request // Value is the ticket
+	queuedAt int64
+	admitted bool // released by the throttle, or forced
+}
+
+// ticketKind is what a ticket stands for.
+type ticketKind uint8
+
+const (
+	// A gate holds a read of a mapped file while its group's writes are
+	// behind their schedule (see owes). It is queued in the write
+	// direction with no bytes and no I/Os: the throttle releases it, and
+	// charges nothing, once the group's write schedule is due, and the
+	// read then goes on (ungate). Its wait counts as throttled time.
+	gateTicket ticketKind = iota
+	// A pay ticket is one MaxIO piece of a read the driver performs itself
+	// (see Pay), charged as a demand read of its bytes and one I/O, and
+	// counted as a device read of them when released; the read finishes
+	// when its last piece is released.
+	payTicket
+)
 
 // Request returns the application write or sync an OpWrite or OpFlush I/O
 // serves, nil for a read.
@@ -140,9 +166,10 @@ type Request struct {
 	group    *throttle.Group
 	handle   *Handle
 	off, len int64
-	pages    []*page // reads: pages from off on, in order
-	gate     *IO     // reads: queued until the group's write debt is paid
-	ios      []*IO   // writes: the pieces; sync: the flush
+	pages    []*page   // reads: pages from off on, in order
+	gate     *ticket   // reads: queued until the group's write debt is paid
+	ios      []*IO     // writes: the pieces; sync: the flush
+	pieces   []*ticket // reads the driver performs (pay): the pieces
 	pending  int
 	done     bool
 	// writeback: a write without a caller (WriteBack)
@@ -253,7 +280,12 @@ func (s *Stack) release(now int64) Actions {
 	for {
 		s.scratch, next = s.queue.Release(now, s.scratch[:0])
 		for _, q := range s.scratch {
-			s.admitted(now, q.Value.(*IO))
+			switch v := q.Value.(type) {
+			case *IO:
+				s.admitted(now, v)
+			case *ticket:
+				s.released(now, v)
+			}
 		}
 		clear(s.scratch)
 		if !s.opened {
@@ -286,31 +318,44 @@ func (s *Stack) admitted(now int64, io *IO) {
 		gs := s.groupStats(g)
 		c := &gs.Counters
 		c.ThrottledNs += wait
-		switch {
-		case io.Op == opGate: // a wait, not an I/O
-		case io.Dir == throttle.Read:
+		if io.Dir == throttle.Read {
 			c.RIOs++
 			gs.rwait.add(wait)
-			if io.Op == opPay {
-				c.RBytes += io.Len // (a device read counts its bytes when complete)
-			}
-		default:
+		} else {
 			c.WIOs++
 			c.WThrottledNs += wait
 			gs.wwait.add(wait)
 		}
 	}
-	switch io.Op {
-	case opPay:
-		r := io.write
+	s.acts.Start = append(s.acts.Start, io)
+}
+
+// released records that the ticket t left the throttle at now (or was
+// forced), and acts on it: a gate lets its read go on; a pay ticket counts
+// as a device read of its bytes, and its read finishes with its last
+// piece (the driver reads then).
+func (s *Stack) released(now int64, t *ticket) {
+	t.admitted = true
+	wait := now - t.queuedAt
+	for g := t.req.Group; g != nil; g = g.Parent() {
+		gs := s.groupStats(g)
+		c := &gs.Counters
+		c.ThrottledNs += wait
+		if t.kind == payTicket {
+			c.RIOs++
+			gs.rwait.add(wait)
+			c.RBytes += t.req.Bytes // (the stack's device reads count theirs when complete)
+		}
+	}
+	r := t.r
+	switch t.kind {
+	case gateTicket:
+		s.ungate(now, r)
+		s.opened = true
+	case payTicket:
 		if r.pending--; r.pending == 0 {
 			s.finish(r)
 		}
-	case opGate:
-		s.ungate(now, io.write)
-		s.opened = true
-	default:
-		s.acts.Start = append(s.acts.Start, io)
 	}
 }
 
