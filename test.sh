@@ -16,6 +16,9 @@ go vet ./...
 # at a time.
 alone='^(TestSiblingShareOnMount|TestMirrorSlow|TestNeighbourStall)$'
 go test -race -count=1 -skip "$alone" "$@" $(go list ./... | grep -v '/fidelity$')
+# Allocations per request of the hot path: the race detector keeps no
+# counts, so these run without it.
+go test -count=1 -run 'Allocs$' "$@" ./engine ./fsys
 # What the other tests wrote is written back first, not during their runs.
 sync
 go test -race -count=1 -run "$alone" "$@" ./fsys

@@ -215,13 +215,17 @@ func (e *Engine) getCall() *call {
 // write, end to end.
 type job struct {
 	read   *stack.IO
-	pieces []*stack.IO
+	piece  *stack.IO   // a write admitted in one piece (most are)
+	pieces []*stack.IO // pieces of one write admitted together
 }
 
 func (e *Engine) do(j job) {
-	if j.read != nil {
+	switch {
+	case j.read != nil:
 		e.device(j.read)
-	} else {
+	case j.piece != nil:
+		e.writeOne(j.piece)
+	default:
 		e.write(j.pieces)
 	}
 }
@@ -424,11 +428,21 @@ func (e *Engine) apply(a stack.Actions) {
 				a.Start[j].Off == a.Start[j-1].Off+a.Start[j-1].Len {
 				j++
 			}
+			// The writer waits for them: it writes them itself.
+			work := io.Request().Value.(*call).work
+			if j == i+1 {
+				i = j
+				select {
+				case work <- job{piece: io}:
+				default:
+					go e.writeOne(io)
+				}
+				continue
+			}
 			pieces := slices.Clone(a.Start[i:j])
 			i = j
-			// The writer waits for them: it writes them itself.
 			select {
-			case io.Request().Value.(*call).work <- job{pieces: pieces}:
+			case work <- job{pieces: pieces}:
 			default:
 				go e.write(pieces)
 			}
@@ -499,6 +513,9 @@ func (e *Engine) device(io_ *stack.IO) {
 
 // write writes consecutive pieces of one application write with one call
 // and reports each piece.
+// writeOne is write of a single piece, which needs no slice of its own.
+func (e *Engine) writeOne(io *stack.IO) { e.write([]*stack.IO{io}) }
+
 func (e *Engine) write(ios []*stack.IO) {
 	r := ios[0].Request()
 	c := r.Value.(*call)

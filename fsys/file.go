@@ -232,7 +232,35 @@ func (h *handle) read(ctx context.Context, unique uint64, dest []byte, off int64
 	if err != nil {
 		return nil, errno(err)
 	}
-	return fuse.ReadResultVector([][]byte{dest[:n]}), 0
+	return replyOf(dest[:n]), 0
+}
+
+// readReply is a read's reply: bytes read into the request's own buffer,
+// written to the kernel as they are (go-fuse's vectored write: neither
+// copied nor spliced through a pipe). Replies are pooled: one is taken
+// back when go-fuse has sent it (Done).
+type readReply struct {
+	b [1][]byte
+}
+
+var readReplies = sync.Pool{New: func() any { return new(readReply) }}
+
+// replyOf returns the reply of the bytes b.
+func replyOf(b []byte) *readReply {
+	r := readReplies.Get().(*readReply)
+	r.b[0] = b
+	return r
+}
+
+func (r *readReply) Bytes([]byte) ([]byte, fuse.Status) { return r.b[0], fuse.OK }
+func (r *readReply) Size() int                          { return len(r.b[0]) }
+
+// Slices gives go-fuse the reply as a vector, for writev.
+func (r *readReply) Slices() ([][]byte, fuse.Status) { return r.b[:], fuse.OK }
+
+func (r *readReply) Done() {
+	r.b[0] = nil
+	readReplies.Put(r)
 }
 
 // readStraight reads straight from the backing file. For a limited group
@@ -279,7 +307,7 @@ func (h *handle) readStraight(ctx context.Context, unique uint64, g *throttle.Gr
 		if n, answered, err = h.file.ReadAtAnswering(pid, unique, dest, off); err != nil {
 			return nil, errno(err)
 		}
-		if res = fuse.ReadResultVector([][]byte{dest[:n]}); answered {
+		if res = replyOf(dest[:n]); answered {
 			// The kernel refuses this reply (see lateReplies).
 			res = fuse.ReadResultData(nil)
 		}

@@ -15,7 +15,7 @@ import (
 func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
 	pages := r.pages // a request used again keeps its page list's storage
 	clear(pages)
-	*r = Request{Value: r.Value, dir: throttle.Read, group: g, handle: h, off: off, len: n, pages: pages[:0]}
+	r.renew(Request{Value: r.Value, dir: throttle.Read, group: g, handle: h, off: off, len: n, pages: pages[:0]})
 	s.each(g, func(c *Counters) { c.AppReads++ })
 	if n <= 0 {
 		s.finish(r)
@@ -38,7 +38,7 @@ func (s *Stack) Read(now int64, h *Handle, g *throttle.Group, off, n int64, r *R
 // the request finishes when the last is admitted, and the driver then
 // reads. At the wait cap the rest is admitted into debt.
 func (s *Stack) Pay(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
-	*r = Request{Value: r.Value, dir: throttle.Read, group: g, handle: h, off: off, len: n, pay: true}
+	r.renew(Request{Value: r.Value, dir: throttle.Read, group: g, handle: h, off: off, len: n, pay: true})
 	s.each(g, func(c *Counters) { c.AppReads++ })
 	if s.owes(now, h.Ino, g) {
 		s.gate(now, r)

@@ -265,3 +265,13 @@ func removeReq(rs []*Request, r *Request) []*Request {
 	}
 	return rs
 }
+
+// renew makes *r the request n, handing n the backing arrays of r's lists
+// of I/Os and tickets, emptied: a driver that reuses its Requests then
+// allocates none for them.
+func (r *Request) renew(n Request) {
+	clear(r.ios)
+	clear(r.pieces)
+	n.ios, n.pieces = r.ios[:0], r.pieces[:0]
+	*r = n
+}

@@ -14,7 +14,7 @@ import (
 // finishes when every piece is written, or, once it has waited
 // Options.MaxWait, with the pieces already started.
 func (s *Stack) Write(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
-	*r = Request{Value: r.Value, dir: throttle.Write, group: g, handle: h, off: off, len: n}
+	r.renew(Request{Value: r.Value, dir: throttle.Write, group: g, handle: h, off: off, len: n})
 	s.each(g, func(c *Counters) { c.AppWrites++ })
 	for _, pc := range block.Split(off, n, s.opts.MaxIO) {
 		s.queueWrite(now, r, pc.Off, pc.Len, now)
@@ -36,7 +36,7 @@ func (s *Stack) Write(now int64, h *Handle, g *throttle.Group, off, n int64, r *
 // WritebackBytes as well as WBytes. It finishes when every piece is
 // written.
 func (s *Stack) WriteBack(now int64, h *Handle, g *throttle.Group, off, n int64, r *Request) Actions {
-	*r = Request{Value: r.Value, dir: throttle.Write, group: g, handle: h, off: off, len: n, writeback: true}
+	r.renew(Request{Value: r.Value, dir: throttle.Write, group: g, handle: h, off: off, len: n, writeback: true})
 	s.each(g, func(c *Counters) { c.AppWrites++ })
 	s.file(h.Ino).mapped = true
 	for _, pc := range block.Split(off, n, s.opts.MaxIO) {
@@ -74,7 +74,7 @@ func (s *Stack) writePiece(r *Request, off, n, queuedAt int64) *IO {
 // once (a flush moves no bytes and is not charged). The request finishes
 // when the driver reports the flush with Wrote.
 func (s *Stack) Sync(now int64, h *Handle, g *throttle.Group, r *Request) Actions {
-	*r = Request{Value: r.Value, dir: throttle.Write, group: g, handle: h}
+	r.renew(Request{Value: r.Value, dir: throttle.Write, group: g, handle: h})
 	if f := s.files[h.Ino]; f != nil {
 		s.clean(f) // the flush writes it
 	}
