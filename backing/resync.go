@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sluice/resync"
 	"sluice/throttle"
 )
 
@@ -121,7 +121,7 @@ func (m *Mirror) resync(targets []int, rate int64) (err error) {
 	m.tracking, m.tracked, m.moved, m.wholeTree, m.trackSrc = true, map[*mobj]*change{}, nil, false, src
 	m.mu.Unlock()
 	m.wmu.Unlock()
-	p := &pacer{meter: throttle.NewMeter(max(rate, 0)), pause: s.pause}
+	p := &resync.Pacer{Meter: throttle.NewMeter(max(rate, 0)), Now: monoNow, Pause: s.Pause}
 	for _, i := range targets {
 		err := s.do(m.dirs[i], func() error {
 			if err := m.prune(src, i, s); err != nil {
@@ -189,10 +189,10 @@ const (
 
 // finish copies what changed, with the set's changes held off (wmu held
 // by the caller), and brings the mirrors back.
-func (m *Mirror) finish(src int, targets []int, p *pacer, changes []pathChange, whole bool, written map[string]bool, s *steps) error {
+func (m *Mirror) finish(src int, targets []int, p *resync.Pacer, changes []pathChange, whole bool, written map[string]bool, s *steps) error {
 	// The last pass copies unpaced: the set's changes wait on it.
-	p.meter = throttle.NewMeter(0)
-	p.entries = 0
+	p.Meter = throttle.NewMeter(0)
+	p.Entries = 0
 	for _, i := range targets {
 		err := s.do(m.dirs[i], func() error { return m.copyChanged(src, i, p, changes, whole, written, false, s) }, nil)
 		if err != nil {
@@ -200,7 +200,7 @@ func (m *Mirror) finish(src int, targets []int, p *pacer, changes []pathChange, 
 		}
 	}
 	m.mu.Lock()
-	m.lastPass = p.entries
+	m.lastPass = p.Entries
 	m.mu.Unlock()
 	// The operations that make, open or close the set's objects and
 	// files wait while the resynced mirrors' counterparts are found.
@@ -225,12 +225,12 @@ func (m *Mirror) finish(src int, targets []int, p *pacer, changes []pathChange, 
 // copyChanged makes what changed in mirror src equal in mirror dst: the
 // changes one by one, or the whole tree when whole says so or they cannot
 // be copied one by one. busy says the set's changes run meanwhile.
-func (m *Mirror) copyChanged(src, dst int, p *pacer, changes []pathChange, whole bool, written map[string]bool, busy bool, s *steps) error {
-	err := errWholeTree
+func (m *Mirror) copyChanged(src, dst int, p *resync.Pacer, changes []pathChange, whole bool, written map[string]bool, busy bool, s *steps) error {
+	err := resync.ErrWholeTree
 	if !whole {
 		err = m.copyChanges(src, dst, p, changes, written, busy, s)
 	}
-	if err == errWholeTree {
+	if err == resync.ErrWholeTree {
 		err = m.copyTree(src, dst, p, written, busy, s)
 	}
 	return err
@@ -238,14 +238,14 @@ func (m *Mirror) copyChanged(src, dst int, p *pacer, changes []pathChange, whole
 
 // sizeOf is how many bytes the regular files at paths hold in mirror src.
 func (m *Mirror) sizeOf(src int, paths map[string]bool, s *steps) (int64, error) {
-	root, err := unix.Open(m.dirs[src], dirFlags, 0)
+	root, err := resync.OpenRoot(m.dirs[src])
 	if err != nil {
 		return 0, err
 	}
 	defer unix.Close(root)
 	var total int64
 	for rel := range paths {
-		if err := s.step(rel); err != nil {
+		if err := s.Step(rel); err != nil {
 			return 0, err
 		}
 		fd, err := unix.Openat2(root, strings.TrimPrefix(rel, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
@@ -261,10 +261,6 @@ func (m *Mirror) sizeOf(src int, paths map[string]bool, s *steps) (int64, error)
 	}
 	return total, nil
 }
-
-// errWholeTree says the last pass must walk the whole tree: what changed
-// cannot be copied object by object.
-var errWholeTree = errors.New("the whole tree must be compared")
 
 // pathChange is a change of the set during a resync, by path.
 type pathChange struct {
@@ -327,188 +323,45 @@ func (m *Mirror) changes(src int) (out []pathChange, whole bool) {
 // subdirectory whose modification time differs is compared in turn, a
 // new one copied whole), each changed object's attributes, and the
 // content of each file written (whatever its size and time). It returns
-// errWholeTree when dst lacks a directory that the changes assume. busy
-// says the set's changes run meanwhile.
-func (m *Mirror) copyChanges(src, dst int, p *pacer, changes []pathChange, written map[string]bool, busy bool, s *steps) error {
+// resync.ErrWholeTree when dst lacks a directory that the changes assume.
+// busy says the set's changes run meanwhile.
+func (m *Mirror) copyChanges(src, dst int, p *resync.Pacer, changes []pathChange, written map[string]bool, busy bool, s *steps) error {
 	sroot, droot, err := m.openRoots(src, dst)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(sroot)
 	defer unix.Close(droot)
-	c := &copier{m: m, src: src, dst: dst, p: p, s: s, links: map[devIno]string{}, rootD: droot, pruned: true,
-		compared: map[string]bool{}, written: written, busy: busy}
-	for _, ch := range changes {
-		if err := s.step(ch.path); err != nil {
-			return err
-		}
-		if ch.path == "/" {
-			c.compared[""] = true
-			if err := c.dir(sroot, droot, "", true); err != nil {
-				return err
-			}
-			continue
-		}
-		parent, name := path.Split(ch.path)
-		sp, err := openBeneath(sroot, parent)
-		if noDir(err) {
-			continue // gone since: the change of its parent's entries removes it
-		}
-		if err != nil {
-			return err
-		}
-		dp, err := openBeneath(droot, parent)
-		if err != nil {
-			unix.Close(sp)
-			if noDir(err) {
-				return errWholeTree
-			}
-			return err
-		}
-		c.inside = true // a changed directory: its own entries are compared
-		c.whole = ch.kind == movedIn
-		err = c.entry(sp, dp, name, ch.path)
-		c.inside, c.whole = false, false
-		unix.Close(sp)
-		unix.Close(dp)
-		if err != nil {
-			return err
-		}
+	chs := make([]resync.Change, len(changes))
+	for k, ch := range changes {
+		chs[k] = resync.Change{Path: ch.path, Moved: ch.kind == movedIn}
 	}
-	return nil
+	return m.copier(src, dst, p, written, busy, s).Changes(sroot, droot, chs)
 }
 
 // openRoots opens the root directories of mirrors src and dst.
 func (m *Mirror) openRoots(src, dst int) (sfd, dfd int, err error) {
-	if sfd, err = unix.Open(m.dirs[src], dirFlags, 0); err != nil {
+	if sfd, err = resync.OpenRoot(m.dirs[src]); err != nil {
 		return -1, -1, err
 	}
-	if dfd, err = unix.Open(m.dirs[dst], dirFlags, 0); err != nil {
+	if dfd, err = resync.OpenRoot(m.dirs[dst]); err != nil {
 		unix.Close(sfd)
 		return -1, -1, err
 	}
 	return sfd, dfd, nil
 }
 
-// noDir reports whether err says a path leads to no directory.
-func noDir(err error) bool {
-	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP)
-}
-
-// openBeneath opens directory rel under root, through no symlink.
-func openBeneath(root int, rel string) (int, error) {
-	rel = strings.Trim(rel, "/")
-	if rel == "" {
-		rel = "."
-	}
-	return unix.Openat2(root, rel, &unix.OpenHow{Flags: dirFlags, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH})
-}
-
-// How a resync opens a directory: never through a symlink, and never
-// waiting (O_NONBLOCK: what is there now is not a directory it could wait
-// on, but the flag costs nothing).
-const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
-
-// pacer bounds the copy rate with the throttle's exact meter, and counts
-// the objects compared.
-type pacer struct {
-	meter   *throttle.Meter
-	entries int
-	pause   func(until time.Time) // told before each sleep
-}
-
-// pay charges n bytes copied and waits until they are paid for.
-func (p *pacer) pay(n int64) {
-	now := monoNow()
-	if d := time.Duration(p.meter.Pay(now, n) - now); d > 0 {
-		if p.pause != nil {
-			p.pause(time.Now().Add(d))
-		}
-		time.Sleep(d)
-	}
-}
-
 // copyTree makes mirror dst's tree equal to mirror src's, walking both by
 // descriptor (never through a symlink). busy says the set's changes run
 // meanwhile (a resync's first pass).
-func (m *Mirror) copyTree(src, dst int, p *pacer, written map[string]bool, busy bool, s *steps) error {
+func (m *Mirror) copyTree(src, dst int, p *resync.Pacer, written map[string]bool, busy bool, s *steps) error {
 	sfd, dfd, err := m.openRoots(src, dst)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(sfd)
 	defer unix.Close(dfd)
-	c := &copier{m: m, src: src, dst: dst, p: p, s: s, links: map[devIno]string{}, rootD: dfd, written: written, busy: busy}
-	return c.dir(sfd, dfd, "", true)
-}
-
-type copier struct {
-	m        *Mirror
-	src, dst int
-	p        *pacer
-	s        *steps
-	links    map[devIno]string // source file with several links -> its first path in dst
-	rootD    int
-	// pruned: a resync's pass after the first, which compares a
-	// directory present in both mirrors only when it changed (see
-	// copyChanges); then inside says the next entry is a changed object.
-	pruned, inside bool
-	whole          bool            // in the pruned pass: compare every directory below, whatever its time
-	compared       map[string]bool // directories whose entries the pruned pass compared
-	written        map[string]bool // files to copy whatever their size and time, by path
-	// busy: the set's changes run meanwhile (the first pass), so an
-	// object may be renamed or removed between its lstat and its copy.
-	busy bool
-}
-
-func names(fd int) ([]string, error) {
-	nfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(nfd), "dir")
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
-
-// dir makes directory dfd equal to sfd (rel is its path in the tree).
-func (c *copier) dir(sfd, dfd int, rel string, root bool) error {
-	if err := c.s.step(rel + "/"); err != nil {
-		return err
-	}
-	snames, err := names(sfd)
-	if err != nil {
-		return err
-	}
-	dnames, err := names(dfd)
-	if err != nil {
-		return err
-	}
-	keep := map[string]bool{}
-	for _, name := range snames {
-		keep[name] = true
-	}
-	// What src lacks goes first: what it frees makes room for the copies.
-	for _, name := range dnames {
-		if root && IsStateFile(name) || keep[name] {
-			continue
-		}
-		if err := c.s.step(rel + "/" + name); err != nil {
-			return err
-		}
-		if err := removeAll(dfd, name); err != nil {
-			return err
-		}
-	}
-	for _, name := range snames {
-		if root && IsStateFile(name) {
-			continue
-		}
-		if err := c.entry(sfd, dfd, name, rel+"/"+name); err != nil {
-			return err
-		}
-	}
-	return nil
+	return m.copier(src, dst, p, written, busy, s).Tree(sfd, dfd)
 }
 
 // prune removes from mirror dst's tree, before a resync copies anything
@@ -521,510 +374,48 @@ func (m *Mirror) prune(src, dst int, s *steps) error {
 	}
 	defer unix.Close(sfd)
 	defer unix.Close(dfd)
-	return pruneDir(sfd, dfd, "", s)
+	return (&resync.Copier{Steps: s, Skip: IsStateFile}).Prune(sfd, dfd)
 }
 
-func pruneDir(sfd, dfd int, rel string, s *steps) error {
-	if err := s.step(rel + "/"); err != nil {
-		return err
+// copier is the copy of mirror src onto mirror dst for one pass: paced by
+// p and watched by s, with the set's own files left alone, the mirrors'
+// injected faults consulted for each chunk, the bytes copied counted in
+// the set's stats, and what keeps being replaced logged. busy says the
+// set's changes run meanwhile; written names the files copied whatever
+// their size and time.
+func (m *Mirror) copier(src, dst int, p *resync.Pacer, written map[string]bool, busy bool, s *steps) *resync.Copier {
+	return &resync.Copier{
+		Steps:       s,
+		Pacer:       p,
+		Written:     written,
+		Busy:        busy,
+		Skip:        IsStateFile,
+		BeforeRead:  func() error { return m.fault(src, (*Faults).read) },
+		BeforeWrite: func() error { return m.fault(dst, (*Faults).write) },
+		Copied: func(n int64) {
+			m.mu.Lock()
+			m.resynced[dst] += n
+			m.mu.Unlock()
+		},
+		Logf: func(format string, args ...any) {
+			m.log("resync of %s: "+format, append([]any{m.dirs[dst]}, args...)...)
+		},
+		AfterLstat: m.afterLstat,
 	}
-	stypes, err := types(sfd)
-	if err != nil {
-		return err
-	}
-	dtypes, err := types(dfd)
-	if err != nil {
-		return err
-	}
-	for name, dt := range dtypes {
-		if rel == "" && IsStateFile(name) {
-			continue
-		}
-		if err := s.step(rel + "/" + name); err != nil {
-			return err
-		}
-		st, ok := stypes[name]
-		if !ok || st != dt {
-			if err := removeAll(dfd, name); err != nil {
-				return err
-			}
-			continue
-		}
-		if dt != os.ModeDir {
-			continue
-		}
-		// The set's changes run meanwhile: a source directory gone or
-		// replaced since is left to the copy.
-		sd, err := unix.Openat(sfd, name, dirFlags, 0)
-		if noDir(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		d, err := unix.Openat(dfd, name, dirFlags, 0)
-		if err == nil {
-			err = pruneDir(sd, d, rel+"/"+name, s)
-			unix.Close(d)
-		}
-		unix.Close(sd)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// types lists directory fd's entries with their types (os.ModeDir,
-// os.ModeSymlink, ...; 0 for a regular file).
-func types(fd int) (map[string]os.FileMode, error) {
-	nfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(nfd), "dir")
-	defer f.Close()
-	des, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]os.FileMode, len(des))
-	for _, de := range des {
-		out[de.Name()] = de.Type()
-	}
-	return out, nil
-}
-
-func lstatAt(fd int, name string) (st unix.Stat_t, err error) {
-	err = unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-	return st, err
-}
-
-// entry makes name in dfd equal to name in sfd. An object renamed or
-// removed meanwhile in a busy pass is left to the next pass, which sees
-// where it ended (the last holds the set's changes off). One replaced by another
-// between its lstat and its open (swapped with a rename, in the mirror
-// itself or through the set) is compared again, and left as dst has it
-// when it keeps changing.
-func (c *copier) entry(sfd, dfd int, name, rel string) error {
-	for try := 1; ; try++ {
-		err := c.copyEntry(sfd, dfd, name, rel)
-		if c.busy && noDir(err) {
-			return nil
-		}
-		if err != errSwapped {
-			return err
-		}
-		if try == swapTries {
-			c.m.log("resync of %s: %s was replaced %d times while being copied: left as it was", c.m.dirs[c.dst], rel, try)
-			return nil
-		}
-	}
-}
-
-// errSwapped says the object opened is not the one an lstat found: another
-// was renamed into its place meanwhile.
-var errSwapped = errors.New("replaced while being copied")
-
-// swapTries is how often entry compares an object that keeps being
-// replaced.
-const swapTries = 3
-
-// sameObject reports whether fd is the object st describes: ErrSwapped
-// when another was renamed into its place since.
-func sameObject(fd int, st *unix.Stat_t) error {
-	var now unix.Stat_t
-	if err := unix.Fstat(fd, &now); err != nil {
-		return err
-	}
-	if now.Mode&syscall.S_IFMT != st.Mode&syscall.S_IFMT || now.Ino != st.Ino || now.Dev != st.Dev {
-		return errSwapped
-	}
-	return nil
-}
-
-// openSame opens name in dirfd with flags, never waiting, and checks that
-// it is the object st describes.
-func openSame(dirfd int, name string, flags int, st *unix.Stat_t) (int, error) {
-	fd, err := unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	switch {
-	case errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO):
-		return -1, errSwapped // not of the type flags open
-	case err != nil:
-		return -1, err
-	}
-	if err := sameObject(fd, st); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	return fd, nil
-}
-
-func (c *copier) copyEntry(sfd, dfd int, name, rel string) error {
-	if err := c.s.step(rel); err != nil {
-		return err
-	}
-	c.p.entries++
-	st, err := lstatAt(sfd, name)
-	if errors.Is(err, syscall.ENOENT) {
-		return nil // removed meanwhile: the next pass sees it gone
-	}
-	if err != nil {
-		return err
-	}
-	if c.busy && c.m.afterLstat != nil {
-		c.m.afterLstat(rel)
-	}
-	typ := st.Mode & syscall.S_IFMT
-	dt, derr := lstatAt(dfd, name)
-	if derr == nil && dt.Mode&syscall.S_IFMT != typ {
-		if err := removeAll(dfd, name); err != nil {
-			return err
-		}
-		derr = syscall.ENOENT
-	}
-	if derr != nil && !errors.Is(derr, syscall.ENOENT) {
-		return derr
-	}
-	missing := derr != nil
-	inside, force := c.inside, c.written[rel]
-	c.inside = false
-	switch typ {
-	case syscall.S_IFDIR:
-		if missing {
-			if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
-				return err
-			}
-		} else if c.pruned && !c.whole && (c.compared[rel] || !inside && dt.Mtim == st.Mtim) {
-			// Compared already; or its entries are as dst has them, or
-			// it changed through the set and is compared as a change of
-			// its own.
-			return nil
-		}
-		if c.pruned {
-			c.compared[rel] = true
-		}
-		s, err := openSame(sfd, name, unix.O_RDONLY|unix.O_DIRECTORY, &st)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(s)
-		d, err := unix.Openat(dfd, name, dirFlags, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(d)
-		if err := c.dir(s, d, rel, false); err != nil {
-			return err
-		}
-		return copyMeta(s, d, &st)
-	case syscall.S_IFREG:
-		key := devIno{st.Dev, st.Ino}
-		if st.Nlink > 1 {
-			if first, ok := c.links[key]; ok {
-				if !missing {
-					if ft, err := lstatAt(c.rootD, strings.TrimPrefix(first, "/")); err == nil && ft.Ino == dt.Ino {
-						return nil
-					}
-					if err := unix.Unlinkat(dfd, name, 0); err != nil {
-						return err
-					}
-					missing = true
-				}
-				err := unix.Linkat(c.rootD, strings.TrimPrefix(first, "/"), dfd, name, 0)
-				if !c.busy || !noDir(err) {
-					return err
-				}
-				// Its first name went meanwhile (and was not copied):
-				// this one is copied, and is the first from now on. Had
-				// it stayed uncopied, a directory the next passes do
-				// not compare would lack it.
-			}
-			c.links[key] = rel
-		}
-		if c.pruned && st.Nlink > 1 && (missing || force || dt.Size != st.Size || dt.Mtim != st.Mtim) {
-			// Its other names may be anywhere in the tree.
-			return errWholeTree
-		}
-		if !missing && dt.Nlink > 1 {
-			// Linked elsewhere in dst where the source is not: a file of
-			// its own.
-			if err := unix.Unlinkat(dfd, name, 0); err != nil {
-				return err
-			}
-			missing = true
-		}
-		return c.file(sfd, dfd, name, rel, &st, missing || force || dt.Size != st.Size || dt.Mtim != st.Mtim)
-	case syscall.S_IFLNK:
-		target, err := readlinkAt(sfd, name)
-		if errors.Is(err, syscall.EINVAL) {
-			return errSwapped // no longer a symlink
-		}
-		if err != nil {
-			return err
-		}
-		if !missing {
-			if cur, err := readlinkAt(dfd, name); err == nil && cur == target {
-				return linkMeta(dfd, name, &st)
-			}
-			if err := unix.Unlinkat(dfd, name, 0); err != nil {
-				return err
-			}
-		}
-		if err := unix.Symlinkat(target, dfd, name); err != nil {
-			return err
-		}
-		return linkMeta(dfd, name, &st)
-	default: // fifos, sockets, devices
-		if !missing && dt.Rdev != st.Rdev {
-			if err := unix.Unlinkat(dfd, name, 0); err != nil {
-				return err
-			}
-			missing = true
-		}
-		// O_PATH: a FIFO or a device is not opened for I/O.
-		sp, err := openSame(sfd, name, unix.O_PATH, &st)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(sp)
-		if missing {
-			if err := unix.Mknodat(dfd, name, st.Mode, int(st.Rdev)); err != nil {
-				return err
-			}
-		}
-		fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		return copyMeta(sp, fd, &st)
-	}
-}
-
-// file copies a regular file's content when changed, then its metadata.
-// A write that falls short (a mirror without room) fails the copy.
-func (c *copier) file(sfd, dfd int, name, rel string, st *unix.Stat_t, changed bool) error {
-	s, err := c.openSource(sfd, name, rel, st)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(s)
-	flags := unix.O_WRONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
-	if changed {
-		flags |= unix.O_CREAT | unix.O_TRUNC
-	}
-	d, err := unix.Openat(dfd, name, flags, 0o600)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(d)
-	if changed {
-		// Up to the size seen: a file growing meanwhile is caught up by
-		// the next pass.
-		buf := make([]byte, 1<<20)
-		var off int64
-		for off < st.Size {
-			if err := c.s.step(rel); err != nil {
-				return err
-			}
-			if err := c.fault(c.src, (*Faults).read); err != nil {
-				return fmt.Errorf("copying %s: %v", rel, err)
-			}
-			n, err := unix.Pread(s, buf[:min(int64(len(buf)), st.Size-off)], off)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				break
-			}
-			if err := c.fault(c.dst, (*Faults).write); err != nil {
-				return fmt.Errorf("copying %s: %v", rel, err)
-			}
-			if w, err := pwriteAll(d, buf[:n], off); err != nil {
-				return fmt.Errorf("copying %s: %v at byte %d of %d", rel, err, off+int64(w), st.Size)
-			}
-			off += int64(n)
-			c.m.mu.Lock()
-			c.m.resynced[c.dst] += int64(n)
-			c.m.mu.Unlock()
-			c.p.pay(int64(n))
-		}
-		if err := unix.Ftruncate(d, off); err != nil {
-			return fmt.Errorf("copying %s: %v", rel, err)
-		}
-		// Flushing what was written may take a while: the step's
-		// deadline grows by a second for each syncRate bytes.
-		if err := c.s.step(rel); err != nil {
-			return err
-		}
-		c.s.pause(time.Now().Add(time.Duration(off / syncRate * int64(time.Second))))
-		if err := unix.Fsync(d); err != nil {
-			return fmt.Errorf("copying %s: %v", rel, err)
-		}
-	}
-	return copyMeta(s, d, st)
 }
 
 // fault injects into a read of mirror i's disk (op (*Faults).read) or a
 // write to it ((*Faults).write) what MirrorOptions.Faults hold for it.
-func (c *copier) fault(i int, op func(*Faults) error) error {
-	if i >= len(c.m.faults) || c.m.faults[i] == nil {
+func (m *Mirror) fault(i int, op func(*Faults) error) error {
+	if i >= len(m.faults) || m.faults[i] == nil {
 		return nil
 	}
-	return op(c.m.faults[i])
-}
-
-// openSource opens regular file name in sfd for reading, without waiting:
-// errSwapped when it is not the file st describes. A file that cannot be
-// opened without waiting (a lease held on it, being broken) is tried
-// again for a second before the copy fails.
-func (c *copier) openSource(sfd int, name, rel string, st *unix.Stat_t) (int, error) {
-	wait := 10 * time.Millisecond
-	for waited := time.Duration(0); ; waited += wait {
-		fd, err := openSame(sfd, name, unix.O_RDONLY, st)
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return fd, err
-		}
-		if waited >= time.Second {
-			return -1, fmt.Errorf("opening %s: %v", rel, err)
-		}
-		time.Sleep(wait)
-	}
-}
-
-// syncRate is the slowest rate, in bytes a second, at which a resync's
-// flush of a file it wrote is not taken for blocked.
-const syncRate = 16 << 20
-
-// pwriteAll writes all of b at off, or says how much it wrote and why it
-// stopped: a write that falls short with no error is retried from where
-// it stopped, and one that writes nothing fails with ENOSPC.
-func pwriteAll(fd int, b []byte, off int64) (written int, err error) {
-	for written < len(b) {
-		n, err := unix.Pwrite(fd, b[written:], off+int64(written))
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return written, err
-		}
-		if n <= 0 {
-			return written, syscall.ENOSPC
-		}
-		written += n
-	}
-	return written, nil
+	return op(m.faults[i])
 }
 
 // copyMeta gives d the owner, mode, extended attributes (ACLs among them)
-// and times of s.
-func copyMeta(s, d int, st *unix.Stat_t) error {
-	if err := unix.Fchownat(d, "", int(st.Uid), int(st.Gid), unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return err
-	}
-	if err := unix.Fchmodat(unix.AT_FDCWD, procPath(d), st.Mode&0o7777, 0); err != nil {
-		return err
-	}
-	if err := copyXattrs(procPath(s), procPath(d)); err != nil {
-		return err
-	}
-	ts := []unix.Timespec{st.Atim, st.Mtim}
-	return unix.UtimesNanoAt(d, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW)
-}
-
-// linkMeta gives symlink name in dfd the owner and times of st.
-func linkMeta(dfd int, name string, st *unix.Stat_t) error {
-	if err := unix.Fchownat(dfd, name, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return err
-	}
-	return unix.UtimesNanoAt(dfd, name, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
-}
-
-func copyXattrs(s, d string) error {
-	list := func(p string) ([]string, error) {
-		buf := make([]byte, 64<<10)
-		n, err := unix.Listxattr(p, buf)
-		if err != nil {
-			if err == syscall.ENOTSUP {
-				return nil, nil
-			}
-			return nil, err
-		}
-		var out []string
-		for _, b := range strings.Split(string(buf[:n]), "\x00") {
-			if b != "" {
-				out = append(out, b)
-			}
-		}
-		return out, nil
-	}
-	snames, err := list(s)
-	if err != nil {
-		return err
-	}
-	dnames, err := list(d)
-	if err != nil {
-		return err
-	}
-	have := map[string]bool{}
-	buf := make([]byte, 64<<10)
-	for _, name := range snames {
-		have[name] = true
-		n, err := unix.Getxattr(s, name, buf)
-		if err != nil {
-			return err
-		}
-		if err := unix.Setxattr(d, name, buf[:n], 0); err != nil {
-			return err
-		}
-	}
-	for _, name := range dnames {
-		if !have[name] {
-			if err := unix.Removexattr(d, name); err != nil && err != syscall.ENODATA {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func readlinkAt(fd int, name string) (string, error) {
-	buf := make([]byte, unix.PathMax)
-	n, err := unix.Readlinkat(fd, name, buf)
-	if err != nil {
-		return "", err
-	}
-	return string(buf[:n]), nil
-}
-
-// removeAll removes name in dfd and, for a directory, all it holds.
-func removeAll(dfd int, name string) error {
-	err := unix.Unlinkat(dfd, name, 0)
-	if err == nil || errors.Is(err, syscall.ENOENT) {
-		return nil
-	}
-	if !errors.Is(err, syscall.EISDIR) && !errors.Is(err, syscall.EPERM) {
-		return err
-	}
-	d, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	ns, err := names(d)
-	if err == nil {
-		for _, n := range ns {
-			if err = removeAll(d, n); err != nil {
-				break
-			}
-		}
-	}
-	unix.Close(d)
-	if err != nil {
-		return err
-	}
-	return unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR)
-}
+// and times of s, as a resync's copy does.
+func copyMeta(s, d int, st *unix.Stat_t) error { return resync.CopyMeta(s, d, st) }
 
 // revival is what prepareRevive readies for commitRevive: the
 // counterparts in mirror dst of the set's objects and open files.
@@ -1069,7 +460,7 @@ func (m *Mirror) prepareRevive(src, dst int, s *steps) (*revival, error) {
 		if !ok {
 			continue
 		}
-		if err := s.step(rel); err != nil {
+		if err := s.Step(rel); err != nil {
 			rv.undo(m, dst)
 			return nil, err
 		}
@@ -1089,7 +480,7 @@ func (m *Mirror) prepareRevive(src, dst int, s *steps) (*revival, error) {
 		if sub == 0 {
 			continue // an unnamed file: dst has no counterpart
 		}
-		if err := s.step("an open file"); err != nil {
+		if err := s.Step("an open file"); err != nil {
 			rv.undo(m, dst)
 			return nil, err
 		}
@@ -1170,12 +561,15 @@ type steps struct {
 	gaveUp  bool      // the resync gave up on it: it stops at its next step
 }
 
+// A resync's copy tells steps of its steps (resync.Copier.Steps).
+var _ resync.Steps = (*steps)(nil)
+
 // errGaveUp stops a job the resync gave up on.
 var errGaveUp = errors.New("the resync gave up on this step")
 
-// step marks the start of a step on what (a path); it fails once the
+// Step marks the start of a step on what (a path); it fails once the
 // resync gave up on the job.
-func (s *steps) step(what string) error {
+func (s *steps) Step(what string) error {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1186,9 +580,9 @@ func (s *steps) step(what string) error {
 	return nil
 }
 
-// pause says the job waits on purpose until t (pacing, a flush given
+// Pause says the job waits on purpose until t (pacing, a flush given
 // time): the step's deadline counts from then.
-func (s *steps) pause(t time.Time) {
+func (s *steps) Pause(t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.since = t

@@ -277,7 +277,7 @@ func resyncStacks() string {
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "backing.(*copier)") || strings.Contains(g, "backing.(*Mirror).resync") {
+		if strings.Contains(g, "resync.(*Copier)") || strings.Contains(g, "backing.(*Mirror).resync") {
 			out = append(out, g)
 		}
 	}
@@ -454,7 +454,7 @@ func copyHeld(t *testing.T, m *backing.Mirror, copied int64) {
 // injected fault.
 func copyIsHeld() bool {
 	for _, g := range strings.Split(resyncStacks(), "\n\n") {
-		if strings.Contains(g, "backing.(*Faults).inject") && strings.Contains(g, "backing.(*copier).file") {
+		if strings.Contains(g, "backing.(*Faults).inject") && strings.Contains(g, "resync.(*Copier).file") {
 			return true
 		}
 	}
