@@ -74,6 +74,9 @@ type Engine struct {
 	bufs    sync.Pool                  // *[]byte aligned read buffers of MaxIO bytes
 	pages   chan *[stack.PageSize]byte // spare buffers for cached pages
 	calls   sync.Pool                  // *call
+	// io counts the device I/Os in flight on goroutines of their own,
+	// which Close waits for.
+	io sync.WaitGroup
 }
 
 // New returns an engine; opts.Options must pass stack.Options.Validate
@@ -96,12 +99,33 @@ func New(opts Options) (*Engine, error) {
 
 // Close stops the timer. Requests still waiting are not woken; close the
 // engine only after the FUSE server has stopped.
+//
+// It waits up to CloseWait for the device I/Os in flight, so that the
+// backing files they use may be closed after it.
 func (e *Engine) Close() {
 	e.mu.Lock()
 	e.closed = true
 	e.alarm.stop()
 	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() { e.io.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(CloseWait):
+	}
 }
+
+// CloseWait is how long Close waits for the device I/Os in flight: a
+// device that hangs does not hold up the close for longer.
+const CloseWait = 10 * time.Second
+
+// The device I/Os on goroutines of their own, counted for Close (each
+// started after e.io.Add(1)).
+func (e *Engine) goDevice(io *stack.IO)    { defer e.io.Done(); e.device(io) }
+func (e *Engine) goFlush(io *stack.IO)     { defer e.io.Done(); e.flush(io) }
+func (e *Engine) goWriteback(io *stack.IO) { defer e.io.Done(); e.writeback(io) }
+func (e *Engine) goWrite(ios []*stack.IO)  { defer e.io.Done(); e.write(ios) }
+func (e *Engine) goWriteOne(io *stack.IO)  { defer e.io.Done(); e.writeOne(io) }
 
 // Options returns the stack options in force.
 func (e *Engine) Options() stack.Options { return e.st.Options() }
@@ -412,13 +436,16 @@ func (e *Engine) apply(a stack.Actions) {
 				default:
 				}
 			}
-			go e.device(io)
+			e.io.Add(1)
+			go e.goDevice(io)
 			i++
 		case stack.OpFlush:
-			go e.flush(io)
+			e.io.Add(1)
+			go e.goFlush(io)
 			i++
 		case stack.OpWriteback:
-			go e.writeback(io)
+			e.io.Add(1)
+			go e.goWriteback(io)
 			i++
 		default:
 			// Pieces of one write admitted together, end to end, go to
@@ -435,7 +462,8 @@ func (e *Engine) apply(a stack.Actions) {
 				select {
 				case work <- job{piece: io}:
 				default:
-					go e.writeOne(io)
+					e.io.Add(1)
+					go e.goWriteOne(io)
 				}
 				continue
 			}
@@ -444,7 +472,8 @@ func (e *Engine) apply(a stack.Actions) {
 			select {
 			case work <- job{pieces: pieces}:
 			default:
-				go e.write(pieces)
+				e.io.Add(1)
+				go e.goWrite(pieces)
 			}
 		}
 	}
