@@ -5,7 +5,7 @@
 #
 # usage: peers.sh [runtime_s=8] [rounds=3] [files=20000]
 #   env PEERS_FILE_MIB (default 512): size of the test file; the write
-#       workloads write half as much
+#       workloads write a quarter of it
 #   env PEERS_PATHS (default all below): the paths to run
 #   env PEERS_NO_INSTALL=1: do not try `apt-get install` for a missing
 #       mergerfs or rclone (the path is skipped)
@@ -29,7 +29,7 @@
 # Workloads, one mount per path and round, caches dropped before each (fio
 # with --fadvise_hint=0, see overhead.sh; random reads time based on the
 # test file, sequential reads one pass over it and writes one pass over a
-# new file of half its size, both capped at the runtime):
+# new file of a quarter of its size, both capped at the runtime):
 #   rr4k     4 KiB random reads, direct, psync (QD1)            -> IOPS
 #   rr4k16   4 KiB random reads, direct, libaio QD16            -> IOPS
 #   r4k      4 KiB sequential buffered reads, cold              -> MiB/s
@@ -170,8 +170,8 @@ fio_args() {
 	r4khot) a+=(--rw=read --bs=4k --invalidate=0) ;;
 	r1m) a+=(--rw=read --bs=1M) ;;
 	r1mhot) a+=(--rw=read --bs=1M --invalidate=0) ;;
-	w4k) a+=(--rw=write --bs=4k --fallocate=none --size="$((FILE_MIB / 2))M") ;;
-	w1m) a+=(--rw=write --bs=1M --fallocate=none --size="$((FILE_MIB / 2))M") ;;
+	w4k) a+=(--rw=write --bs=4k --fallocate=none --size="$((FILE_MIB / 4))M") ;;
+	w1m) a+=(--rw=write --bs=1M --fallocate=none --size="$((FILE_MIB / 4))M") ;;
 	esac
 	echo "${a[@]}"
 }
@@ -240,37 +240,58 @@ run_case() {
 	if [[ $cs == w* ]]; then rm -f "$dir/w" || true; fi
 }
 
-# mount_path PATH: mount PATH on $MNT (nothing for native); sets DIR and PID.
+# try_fuse LOGFILE MOUNTPOINT CMD...: start_fuse, but a mount that fails
+# is stopped and reported (returns 1) instead of ending the run.
+try_fuse() {
+	local logf=$1 mnt=$2
+	shift 2
+	mkdir -p "$mnt"
+	"$@" >"$logf" 2>&1 &
+	FUSE_PID=$!
+	FUSE_LOG=$logf
+	DAEMON_PIDS+=("$FUSE_PID")
+	DAEMON_MNTS+=("$mnt")
+	wait_mount "$FUSE_PID" "$mnt" "$logf" && return 0
+	stop_fuse
+	return 1
+}
+
+# mount_path PATH: mount PATH on $MNT (nothing for native); sets DIR and
+# PID (the daemon, - for none). Returns 1 if the mount failed.
 mount_path() {
 	DIR=$MNT
 	PID=-
 	case $1 in
 	native)
 		DIR=$DATA
-		return
+		return 0
 		;;
-	loopback) start_fuse "$WORK/$1.log" "$MNT" "$LOOPBACK" -no-passthrough -timeout 1s "$DATA" "$MNT" ;;
+	loopback) try_fuse "$WORK/$1.log" "$MNT" "$LOOPBACK" -no-passthrough -timeout 1s "$DATA" "$MNT" ;;
 	mergerfs)
-		start_fuse "$WORK/$1.log" "$MNT" mergerfs -f \
+		try_fuse "$WORK/$1.log" "$MNT" mergerfs -f \
 			-o allow_other,use_ino,cache.files=partial,dropcacheonclose=true,category.create=mfs,minfreespace=0,fsname=peers-mergerfs \
 			"$DATA" "$MNT"
 		;;
 	rclone)
 		mkdir -p "$RCACHE"
-		start_fuse "$WORK/$1.log" "$MNT" rclone mount "$DATA" "$MNT" --vfs-cache-mode writes \
+		try_fuse "$WORK/$1.log" "$MNT" rclone mount "$DATA" "$MNT" --vfs-cache-mode writes \
 			--cache-dir "$RCACHE" --config /dev/null
 		;;
-	sluice) sluice_mount "$WORK/$1.log" "$DATA" "$MNT" ;;
-	sluice-limited) sluice_mount "$WORK/$1.log" "$DATA" "$MNT" --limit 'default rbps=100GiB wbps=100GiB' ;;
-	sluice-pt) sluice_mount "$WORK/$1.log" "$DATA" "$MNT" --passthrough ;;
-	esac
+	sluice) try_fuse "$WORK/$1.log" "$MNT" "$SLUICE" mount "$DATA" "$MNT" ;;
+	sluice-limited) try_fuse "$WORK/$1.log" "$MNT" "$SLUICE" mount --limit 'default rbps=100GiB wbps=100GiB' "$DATA" "$MNT" ;;
+	sluice-pt) try_fuse "$WORK/$1.log" "$MNT" "$SLUICE" mount --passthrough "$DATA" "$MNT" ;;
+	esac || return 1
 	PID=$FUSE_PID
 }
 
 for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 	mapfile -t order < <(printf '%s\n' "${run_paths[@]}" | rotated $((ROUND - 1)))
 	for p in "${order[@]}"; do
-		mount_path "$p"
+		if ! mount_path "$p"; then
+			echo "warning: mounting $p failed: its workloads are skipped in round $ROUND" >&2
+			for cs in $DATA_CASES $META_CASES; do record "$cs" "$p" - - -; done
+			continue
+		fi
 		rm -f "$WORK/meta.failed"
 		for cs in $DATA_CASES $META_CASES; do
 			run_case "$cs" "$p" "$DIR" "$PID"
@@ -361,7 +382,7 @@ targets.append(("sluice-pt >= 0.9 x native (reads, writes)", "sluice-pt", "nativ
 print()
 print("targets (median of the per-round ratios)")
 cols = [t for t in targets if t[1] in paths and t[2] in paths]
-rows = [["workload"] + [t[0] for t in cols]]
+rows = [["workload"] + [t[0] for t in cols]] if cols else []
 verdicts = {t[0]: [] for t in cols}
 for c in cases:
     row = [name[c]]
@@ -378,7 +399,10 @@ for c in cases:
             row.append(f"{r:.2f} {v}")
         verdicts[t[0]].append((c, v))
     rows.append(row)
-table(rows)
+if cols:
+    table(rows)
+else:
+    print("(no target: its paths did not run)")
 print()
 for t in cols:
     bad = [name[c] for c, v in verdicts[t[0]] if v != "PASS"]
