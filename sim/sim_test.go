@@ -6,6 +6,7 @@ import (
 	"html"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -333,36 +334,7 @@ func BenchmarkSpeed(b *testing.B) {
 // waits anywhere near 100 ms; latency, which does not hedge, leaves such
 // reads to finish where they were sent.
 func TestHedgedReads(t *testing.T) {
-	src := `
-name = "hedging"
-seed = 1
-[mount]
-mirrors = ["a", "b"]
-[[device]]
-name = "a"
-bandwidth = "2000MiB"
-latency = "100us"
-[[device.slow]]
-at = "1s"
-until = "2s"
-factor = 1000.0
-[[device]]
-name = "b"
-bandwidth = "2000MiB"
-latency = "100us"
-[[group]]
-name = "g"
-[[job]]
-name = "r"
-group = "g"
-rw = "randread"
-bs = "4k"
-size = "1GiB"
-runtime = "3s"
-time-based = true
-numjobs = 2
-direct = true
-`
+	src := hangScenario("hedging", 2, hangDev{"a", "100us", true}, hangDev{"b", "100us", false})
 	for _, tc := range []struct {
 		policy string
 		hedged bool
@@ -393,43 +365,7 @@ direct = true
 // hung one, and then, as the mount goes on, on the third: no read waits
 // near 100 ms.
 func TestHedgedReadsThird(t *testing.T) {
-	src := `
-name = "hedging3"
-seed = 1
-[mount]
-mirrors = ["a", "b", "c"]
-[[device]]
-name = "a"
-bandwidth = "2000MiB"
-latency = "100us"
-[[device.slow]]
-at = "1s"
-until = "2s"
-factor = 1000.0
-[[device]]
-name = "b"
-bandwidth = "2000MiB"
-latency = "100us"
-[[device.slow]]
-at = "1s"
-until = "2s"
-factor = 1000.0
-[[device]]
-name = "c"
-bandwidth = "2000MiB"
-latency = "300us"
-[[group]]
-name = "g"
-[[job]]
-name = "r"
-group = "g"
-rw = "randread"
-bs = "4k"
-size = "1GiB"
-runtime = "3s"
-time-based = true
-direct = true
-`
+	src := hangScenario("hedging3", 1, hangDev{"a", "100us", true}, hangDev{"b", "100us", true}, hangDev{"c", "300us", false})
 	sc, err := Parse("hedging3.toml", src)
 	if err != nil {
 		t.Fatal(err)
@@ -447,6 +383,37 @@ direct = true
 	if res.Devices[0].Reads == 0 || res.Devices[1].Reads == 0 {
 		t.Errorf("reads a %d, b %d: the mirrors that hang were not read (the test shows nothing)", res.Devices[0].Reads, res.Devices[1].Reads)
 	}
+}
+
+// hangDev is a device of hangScenario's mirror set: its latency, and
+// whether it hangs (1000 times slower) from 1 s to 2 s.
+type hangDev struct {
+	name, latency string
+	hangs         bool
+}
+
+// hangScenario is a mirror set of devs read for 3 s by numjobs 4 KiB
+// random direct readers.
+func hangScenario(name string, numjobs int, devs ...hangDev) string {
+	var b strings.Builder
+	var names []string
+	for _, d := range devs {
+		names = append(names, strconv.Quote(d.name))
+	}
+	fmt.Fprintf(&b, "\nname = %q\nseed = 1\n[mount]\nmirrors = [%s]\n", name, strings.Join(names, ", "))
+	for _, d := range devs {
+		fmt.Fprintf(&b, "[[device]]\nname = %q\nbandwidth = \"2000MiB\"\nlatency = %q\n", d.name, d.latency)
+		if d.hangs {
+			b.WriteString("[[device.slow]]\nat = \"1s\"\nuntil = \"2s\"\nfactor = 1000.0\n")
+		}
+	}
+	b.WriteString("[[group]]\nname = \"g\"\n[[job]]\nname = \"r\"\ngroup = \"g\"\nrw = \"randread\"\nbs = \"4k\"\n" +
+		"size = \"1GiB\"\nruntime = \"3s\"\ntime-based = true\n")
+	if numjobs > 1 {
+		fmt.Fprintf(&b, "numjobs = %d\n", numjobs)
+	}
+	b.WriteString("direct = true\n")
+	return b.String()
 }
 
 // TestWakeLatency: a reader held at its limit page by page has no credit
