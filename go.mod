@@ -7,6 +7,7 @@ require (
 	github.com/creack/pty v1.1.24
 	github.com/gdamore/tcell/v2 v2.13.10
 	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/rivo/tview v0.42.0
 	golang.org/x/sys v0.50.0
 	gonum.org/v1/plot v0.17.0
 )

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gdamore/tcell/v2"
+	"github.com/rivo/tview"
 
 	"sluice/control"
 	"sluice/group"
@@ -26,8 +27,9 @@ group its limits, its read and write rates each against its byte limit as a
 ratio and a bar, the I/Os queued in its throttle on average (time waited over
 the interval), the readahead hit ratio (bytes read ahead that were then read)
 and its dirty bytes; per mirror of a mirror set its state, read rate, reads
-in flight, latency and errors. Works over ssh; q or Ctrl-C quits. --once
-prints one interval's view and exits.
+in flight, latency and errors. Works over ssh; q, Esc or Ctrl-C quits, the
+arrow keys and PgUp/PgDn scroll rows that do not fit. --once prints one
+interval's view and exits.
   sluice top /mnt/data
   sluice top --once --interval 5s /mnt/data
 
@@ -65,58 +67,121 @@ func cmdTop(args []string, stdout, stderr io.Writer) error {
 		_, err = fmt.Fprintln(stdout, strings.Join(lines, "\n"))
 		return err
 	}
-	scr, err := tcell.NewScreen()
-	if err != nil {
-		return fmt.Errorf("top needs a terminal: %v", err)
-	}
-	if err := scr.Init(); err != nil {
-		return fmt.Errorf("top needs a terminal: %v", err)
-	}
-	defer scr.Fini()
-	quit := make(chan struct{})
-	go func() {
-		for {
-			switch ev := scr.PollEvent().(type) {
-			case nil:
-				return
-			case *tcell.EventKey:
-				if ev.Key() == tcell.KeyCtrlC || ev.Key() == tcell.KeyEscape || ev.Rune() == 'q' {
-					close(quit)
-					return
-				}
-			case *tcell.EventResize:
-				scr.Sync()
-			}
+	return newTopView().run(topLines(pos[0], prev, prev), *every, func() ([]string, error) {
+		cur, err := control.Stat(pos[0])
+		if err != nil {
+			return nil, err
 		}
-	}()
-	draw := func(lines []string) {
-		scr.Clear()
-		for y, l := range lines {
-			style := tcell.StyleDefault
-			if y == 0 {
-				style = style.Bold(true)
-			}
-			for x, r := range []rune(l) {
-				scr.SetContent(x, y, r, nil, style)
-			}
-		}
-		scr.Show()
+		lines := topLines(pos[0], prev, cur)
+		prev = cur
+		return lines, nil
+	})
+}
+
+// topView is the interactive screen of sluice top, on tview: the first
+// line of the view in bold, the others below it, each cut at the
+// screen's right edge (never wrapped). The arrow keys, PgUp and PgDn
+// scroll the rows that do not fit; q, Esc or Ctrl-C quits.
+type topView struct {
+	app  *tview.Application
+	head *tview.TextView
+	rows *tview.TextView
+	// quit receives one value when a quitting key is pressed; run
+	// stops the application, so that no update is queued after it.
+	quit chan struct{}
+}
+
+// newTopView returns a view with nothing shown. Its application has no
+// screen: run opens the terminal unless app.SetScreen gave it one.
+func newTopView() *topView {
+	v := &topView{app: tview.NewApplication(), quit: make(chan struct{}, 1)}
+	text := func() *tview.TextView {
+		t := tview.NewTextView().SetWrap(false).SetTextColor(tcell.ColorDefault)
+		t.SetBackgroundColor(tcell.ColorDefault)
+		return t
 	}
-	draw(topLines(pos[0], prev, prev))
-	tick := time.NewTicker(*every)
+	v.head = text().SetTextStyle(tcell.StyleDefault.Bold(true))
+	v.rows = text()
+	v.app.SetRoot(tview.NewFlex().SetDirection(tview.FlexRow).
+		AddItem(v.head, 1, 0, false).
+		AddItem(v.rows, 0, 1, true), true)
+	v.app.SetInputCapture(func(ev *tcell.EventKey) *tcell.EventKey {
+		if ev.Key() == tcell.KeyCtrlC || ev.Key() == tcell.KeyEscape || (ev.Key() == tcell.KeyRune && ev.Rune() == 'q') {
+			select {
+			case v.quit <- struct{}{}:
+			default: // already quitting
+			}
+			return nil
+		}
+		return ev
+	})
+	return v
+}
+
+// show replaces what the view shows with lines, the first of them the
+// header. It must run before run or on the application's goroutine.
+func (v *topView) show(lines []string) {
+	if len(lines) == 0 {
+		lines = []string{""}
+	}
+	v.head.SetText(lines[0])
+	v.rows.SetText(strings.Join(lines[1:], "\n"))
+}
+
+// run shows first, then every interval the lines next returns, until q,
+// Esc or Ctrl-C quits (run returns nil) or next fails (run returns its
+// error). The application's screen is closed when run returns; an error
+// of the screen is returned as "top needs a terminal".
+func (v *topView) run(first []string, every time.Duration, next func() ([]string, error)) error {
+	v.show(first)
+	ran := make(chan error, 1)
+	go func() { ran <- v.app.Run() }()
+	screenErr := func(err error) error {
+		if err != nil {
+			return fmt.Errorf("top needs a terminal: %v", err)
+		}
+		return nil
+	}
+	// queue runs f on the application's loop, then draws, and reports
+	// whether it ran: the loop ends early only when the screen fails.
+	queue := func(f func()) (bool, error) {
+		done := make(chan struct{})
+		go func() {
+			v.app.QueueUpdateDraw(f)
+			close(done)
+		}()
+		select {
+		case <-done:
+			return true, nil
+		case err := <-ran:
+			return false, screenErr(err)
+		}
+	}
+	// Wait for the loop: before it starts, Stop finds no screen to stop.
+	if ok, err := queue(func() {}); !ok {
+		return err
+	}
+	stop := func() error {
+		v.app.Stop()
+		return screenErr(<-ran)
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
-		case <-quit:
-			return nil
+		case err := <-ran:
+			return screenErr(err)
+		case <-v.quit:
+			return stop()
 		case <-tick.C:
-			cur, err := control.Stat(pos[0])
+			lines, err := next()
 			if err != nil {
-				scr.Fini()
+				stop()
 				return err
 			}
-			draw(topLines(pos[0], prev, cur))
-			prev = cur
+			if ok, err := queue(func() { v.show(lines) }); !ok {
+				return err
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/gdamore/tcell/v2"
 
 	"sluice/backing"
 	"sluice/control"
@@ -247,4 +249,201 @@ func replay(out []byte, rows, cols int) []string {
 		lines[i] = strings.TrimRight(string(grid[i]), " ")
 	}
 	return lines
+}
+
+// topViewLines returns what the simulation screen shows, one string a
+// row with trailing blanks trimmed, read on the application's loop so
+// that no draw runs meanwhile.
+func topViewLines(v *topView, scr tcell.SimulationScreen) (lines []string, bold bool) {
+	v.app.QueueUpdate(func() {
+		cells, w, h := scr.GetContents()
+		for y := range h {
+			var row []rune
+			for _, c := range cells[y*w : (y+1)*w] {
+				if len(c.Runes) == 0 {
+					row = append(row, ' ')
+					continue
+				}
+				row = append(row, c.Runes[0])
+			}
+			lines = append(lines, strings.TrimRight(string(row), " "))
+		}
+		if len(cells) > 0 {
+			_, _, attrs := cells[0].Style.Decompose()
+			bold = attrs&tcell.AttrBold != 0
+		}
+	})
+	return lines, bold
+}
+
+// startTopView runs a view on an 80x24 simulation screen, showing first
+// and then, every 100ms, the lines of next. It returns the view, its
+// screen and the channel run's result arrives on.
+func startTopView(t *testing.T, first []string, next func() ([]string, error)) (*topView, tcell.SimulationScreen, chan error) {
+	t.Helper()
+	v := newTopView()
+	scr := tcell.NewSimulationScreen("")
+	v.app.SetScreen(scr)
+	scr.SetSize(80, 24)
+	done := make(chan error, 1)
+	go func() { done <- v.run(first, 100*time.Millisecond, next) }()
+	return v, scr, done
+}
+
+// waitTopView waits until the screen shows want row by row (rows beyond
+// it blank), failing the test after 10 s.
+func waitTopView(t *testing.T, v *topView, scr tcell.SimulationScreen, want []string) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _ := topViewLines(v, scr)
+		if len(got) >= len(want) && slices.Equal(got[:len(want)], want) && strings.Join(got[len(want):], "") == "" {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the screen shows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTopView drives the interactive view on a simulation screen of
+// 80x24 with canned snapshots: it shows the lines of topLines as they
+// are, the header in bold, refreshed every interval; resized to 60
+// columns it redraws with each row cut at the edge, not wrapped onto the
+// next; q quits.
+func TestTopView(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	g := func(rb, wb, thr, issued, used int64) stack.GroupMetrics {
+		m := stack.GroupMetrics{Group: "tenants/a", Limits: "rbps=4MiB wbps=max riops=max wiops=max"}
+		m.AppRBytes, m.AppWBytes, m.ThrottledNs, m.RAIssued, m.RAUsed = rb, wb, thr, issued, used
+		return m
+	}
+	prev := control.Status{Time: t0, ReadPolicy: "adaptive",
+		Mirrors: []backing.MirrorStats{{Dir: "/m0", State: "healthy", Latency: 250000}}}
+	prev.Groups = []stack.GroupMetrics{g(0, 0, 0, 0, 0)}
+	cur := prev
+	cur.Time = t0.Add(2 * time.Second)
+	cur.Mirrors = []backing.MirrorStats{{Dir: "/m0", State: "healthy", Bytes: 4 << 20, Latency: 250000}}
+	cur.Groups = []stack.GroupMetrics{g(8<<20, 1<<20, 1e9, 4<<20, 3<<20)}
+	want := topLines("/mnt", prev, cur)
+
+	v, scr, done := startTopView(t, topLines("/mnt", prev, prev), func() ([]string, error) { return want, nil })
+	got := waitTopView(t, v, scr, want)
+	if len(got) != 24 {
+		t.Errorf("the screen has %d rows, want 24", len(got))
+	}
+	if !strings.HasPrefix(got[0], "sluice top /mnt  ") || !strings.HasSuffix(got[0], "(q quits)") {
+		t.Errorf("header %q", got[0])
+	}
+	if _, bold := topViewLines(v, scr); !bold {
+		t.Error("the header is not bold")
+	}
+	if read := lineAfter(got, "tenants/a ", "  read "); !strings.Contains(read, "4.00 MiB/s  of 4.00 MiB [##########]  1.00") {
+		t.Errorf("read row %q", read)
+	}
+	for _, l := range got {
+		if n := len([]rune(l)); n > topWidth {
+			t.Errorf("a row of %d columns: %q", n, l)
+		}
+	}
+
+	// A terminal narrowed to 60 columns, its contents lost: the rows
+	// come back cut at column 60, each on its own line.
+	v.app.QueueUpdate(func() {
+		scr.SetSize(60, 24)
+		scr.Clear()
+		scr.Show()
+	})
+	if err := scr.PostEvent(tcell.NewEventResize(60, 24)); err != nil {
+		t.Fatal(err)
+	}
+	var cut []string
+	long := false
+	for _, l := range want {
+		if r := []rune(l); len(r) > 60 {
+			l, long = string(r[:60]), true
+		}
+		cut = append(cut, strings.TrimRight(l, " "))
+	}
+	if !long {
+		t.Fatalf("no row wider than 60 columns to cut:\n%s", strings.Join(want, "\n"))
+	}
+	waitTopView(t, v, scr, cut)
+
+	scr.InjectKey(tcell.KeyRune, 'q', tcell.ModNone)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run after q: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the view did not quit on q")
+	}
+}
+
+// TestTopViewKeys: q, Esc and Ctrl-C each quit the view with no error;
+// other keys do not; a snapshot that fails ends it with that error.
+func TestTopViewKeys(t *testing.T) {
+	first := []string{"sluice top /mnt  00:00:00  (q quits)", "", "g  rbps=max"}
+	next := func() ([]string, error) { return first, nil }
+	for _, key := range []*tcell.EventKey{
+		tcell.NewEventKey(tcell.KeyRune, 'q', tcell.ModNone),
+		tcell.NewEventKey(tcell.KeyEscape, 0, tcell.ModNone),
+		tcell.NewEventKey(tcell.KeyCtrlC, 0, tcell.ModCtrl),
+	} {
+		v, scr, done := startTopView(t, first, next)
+		waitTopView(t, v, scr, first)
+		scr.InjectKey(tcell.KeyRune, 'x', tcell.ModNone)
+		scr.InjectKey(tcell.KeyDown, 0, tcell.ModNone)
+		select {
+		case err := <-done:
+			t.Fatalf("x and Down ended the view: %v", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		scr.InjectKey(key.Key(), key.Rune(), key.Modifiers())
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run after %s: %v", key.Name(), err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the view did not quit on %s", key.Name())
+		}
+	}
+
+	failed := errors.New("stat /mnt: no such file or directory")
+	_, _, done := startTopView(t, first, func() ([]string, error) { return nil, failed })
+	select {
+	case err := <-done:
+		if err != failed {
+			t.Errorf("run after a failed snapshot: %v, want %v", err, failed)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the view did not end on a failed snapshot")
+	}
+}
+
+// TestTopViewScroll: rows below the screen's bottom come into view with
+// the Down key, under a header that stays, and stay in view through the
+// refreshes.
+func TestTopViewScroll(t *testing.T) {
+	lines := []string{"sluice top /mnt  00:00:00  (q quits)"}
+	for i := range 30 {
+		lines = append(lines, fmt.Sprintf("row %d", i))
+	}
+	next := func() ([]string, error) { return lines, nil }
+	v, scr, done := startTopView(t, lines, next)
+	waitTopView(t, v, scr, lines[:24])
+	scr.InjectKey(tcell.KeyDown, 0, tcell.ModNone)
+	scrolled := append([]string{lines[0]}, lines[2:25]...)
+	waitTopView(t, v, scr, scrolled)
+	time.Sleep(300 * time.Millisecond) // refreshed meanwhile
+	if got, _ := topViewLines(v, scr); !slices.Equal(got, scrolled) {
+		t.Errorf("after a refresh the screen shows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(scrolled, "\n"))
+	}
+	scr.InjectKey(tcell.KeyEscape, 0, tcell.ModNone)
+	if err := <-done; err != nil {
+		t.Errorf("run after Esc: %v", err)
+	}
 }
