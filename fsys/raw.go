@@ -328,9 +328,21 @@ func (r *raw) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Statu
 }
 
 func (r *raw) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	d, err := r.f.tree.OpenDir(backing.ID(in.NodeId))
+	id := backing.ID(in.NodeId)
+	d, err := r.f.tree.OpenDir(id)
 	if err != nil {
 		return st(err)
+	}
+	// The kernel keeps the listing in its cache (FOPEN_CACHE_DIR) and
+	// drops it when the directory changes through the mount; it keeps it
+	// from one open to the next (FOPEN_KEEP_CACHE) while the directory is
+	// as it was at its last open (close-to-open, as files: a change on
+	// SOURCE behind the mount shows at the next open).
+	if a, err := r.f.tree.Getattr(id); err == nil {
+		out.OpenFlags |= fuse.FOPEN_CACHE_DIR
+		if !r.f.nodeOf(id).revalidate(&a) {
+			out.OpenFlags |= fuse.FOPEN_KEEP_CACHE
+		}
 	}
 	out.Fh = r.f.dirs.add(&dirHandle{dir: d})
 	return fuse.OK

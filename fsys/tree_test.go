@@ -164,3 +164,50 @@ func TestFaultTreeMount(t *testing.T) {
 		})
 	}
 }
+
+// TestDirCache: a listing the kernel keeps from one open of a directory
+// to the next is dropped when the directory changed: through the mount,
+// or on SOURCE behind it (at the next open, as files are).
+func TestDirCache(t *testing.T) {
+	src, mnt, _ := mount(t, Options{})
+	list := func() []string {
+		t.Helper()
+		ents, err := os.ReadDir(filepath.Join(mnt, "d"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	if err := os.Mkdir(filepath.Join(src, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(src, "d", n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct {
+		what   string
+		change func() error
+		want   []string
+	}{
+		{"as created on SOURCE", func() error { return nil }, []string{"a", "b"}},
+		{"listed again", func() error { return nil }, []string{"a", "b"}},
+		{"after a create on SOURCE", func() error { return os.WriteFile(filepath.Join(src, "d", "c"), nil, 0o644) }, []string{"a", "b", "c"}},
+		{"after a create through the mount", func() error { return os.WriteFile(filepath.Join(mnt, "d", "e"), nil, 0o644) }, []string{"a", "b", "c", "e"}},
+		{"after an unlink on SOURCE", func() error { return os.Remove(filepath.Join(src, "d", "a")) }, []string{"b", "c", "e"}},
+		{"after a rename on SOURCE", func() error { return os.Rename(filepath.Join(src, "d", "b"), filepath.Join(src, "d", "f")) }, []string{"c", "e", "f"}},
+		{"after an unlink through the mount", func() error { return os.Remove(filepath.Join(mnt, "d", "c")) }, []string{"e", "f"}},
+	} {
+		if err := step.change(); err != nil {
+			t.Fatalf("%s: %v", step.what, err)
+		}
+		if got := list(); !slices.Equal(got, step.want) {
+			t.Errorf("listing %s: %v, want %v", step.what, got, step.want)
+		}
+	}
+}
