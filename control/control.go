@@ -42,6 +42,10 @@ type Status struct {
 	ColdReads int64 `json:"cold_reads"`
 	// Time is when the figures were taken.
 	Time time.Time `json:"time"`
+	// Passthrough lists, per group with any, its files open by FUSE
+	// passthrough, whose reads the kernel makes itself: the group's
+	// counters leave them out.
+	Passthrough []PassOpens `json:"passthrough,omitempty"`
 	stack.Metrics
 	// ReadPolicy and Mirrors describe a mirror set; empty otherwise.
 	ReadPolicy string                `json:"read_policy,omitempty"`
@@ -49,6 +53,37 @@ type Status struct {
 	// LastResync is how the last resync ended: "ok" or its error; empty
 	// before one has ended.
 	LastResync string `json:"last_resync,omitempty"`
+}
+
+// PassOpens is how many files of a group are open by passthrough.
+type PassOpens struct {
+	Group string `json:"group"`
+	Opens int    `json:"opens"`
+	// Limited says the group has a limit now, which these opens, made
+	// before it, escape until they are opened again.
+	Limited bool `json:"limited"`
+}
+
+// passLine is the line of stat about the files open by passthrough, ""
+// when none is.
+func passLine(opens []PassOpens) string {
+	if len(opens) == 0 {
+		return ""
+	}
+	var all, escaping []string
+	total := 0
+	for _, p := range opens {
+		total += p.Opens
+		all = append(all, fmt.Sprintf("%s %d", p.Group, p.Opens))
+		if p.Limited {
+			escaping = append(escaping, fmt.Sprintf("%s %d", p.Group, p.Opens))
+		}
+	}
+	line := fmt.Sprintf("passthrough: %d open files read by the kernel directly, not counted below\n  %s\n", total, strings.Join(all, ", "))
+	if len(escaping) > 0 {
+		line += fmt.Sprintf("  of those, escaping a limit their group got since they opened, until reopened:\n  %s\n", strings.Join(escaping, ", "))
+	}
+	return line
 }
 
 // StatSchema is the version of Status's JSON shape (`sluice stat --json`).
@@ -393,8 +428,8 @@ func (s Status) String() string { return s.Format(false) }
 // every figure exact when exact is set (stack.Metrics.Format).
 func (s Status) Format(exact bool) string {
 	size, count := stack.Units(exact)
-	out := fmt.Sprintf("%s on %s at %s\nbacking files read %s; %s reads past SOURCE's page cache\n%s",
-		s.Source, s.Mountpoint, s.Time.Format(time.RFC3339), s.Backing, count(s.ColdReads), s.Metrics.Format(exact))
+	out := fmt.Sprintf("%s on %s at %s\nbacking files read %s; %s reads past SOURCE's page cache\n%s%s",
+		s.Source, s.Mountpoint, s.Time.Format(time.RFC3339), s.Backing, count(s.ColdReads), passLine(s.Passthrough), s.Metrics.Format(exact))
 	if len(s.Mirrors) == 0 {
 		return out
 	}

@@ -33,6 +33,7 @@ type node struct {
 	stamp     stamp
 	backingID int32 // passthrough registration; 0 when none
 	passRefs  int
+	cachedIO  int       // handles open through the kernel's page cache (see FS.ioMode)
 	cachedW   []*handle // open for writing through the write cache, oldest first
 
 	// appendMu orders the appends of the node's handles: each finds the
@@ -179,8 +180,11 @@ type handle struct {
 	opener *throttle.Group
 	cred   *backing.Cred // the opener's, for writeback without a caller
 	serve  stack.Serve   // how it is served, decided at open (stack.ServeOpen)
-	splice bool          // large unthrottled reads are spliced from file (see spliceMin)
-	append bool          // opened with O_APPEND: writes go to the backing file's end
+	// cachedIO says it is open through the kernel's page cache
+	// (FS.ioMode).
+	cachedIO bool
+	splice   bool // large unthrottled reads are spliced from file (see spliceMin)
+	append   bool // opened with O_APPEND: writes go to the backing file's end
 
 	mu      sync.Mutex
 	reading bool         // holds the node's reader
@@ -482,7 +486,11 @@ func (h *handle) release() {
 		h.node.releaseReader()
 	}
 	h.mu.Unlock()
+	if h.cachedIO {
+		h.node.leaveCached()
+	}
 	if h.serve.Mode == stack.ServePassthrough {
+		h.node.fsys.passOpen(h.opener, -1)
 		h.node.fsys.unregisterPassthrough(h.node)
 	}
 	h.file.Close()

@@ -166,6 +166,10 @@ type FS struct {
 	server   *fuse.Server
 	epoch    time.Time
 
+	// passOpens counts, per group, its files open by passthrough.
+	passMu    sync.Mutex
+	passOpens map[*throttle.Group]int
+
 	mu sync.Mutex
 	// groups maps a group name to its throttle group, for caller, which
 	// every request runs: a lookup in it under mu costs a quarter of the
@@ -440,6 +444,41 @@ func (f *FS) Tag(pid int32, name string) error {
 	}
 	f.group(name)
 	return f.tags.Tag(pid, name)
+}
+
+// PassOpens is how many open files of one group the kernel reads by
+// passthrough: their reads never reach sluice, so the group's counters
+// leave them out, and a limit the group got after they opened holds them
+// only from their next open.
+type PassOpens struct {
+	Group   string `json:"group"`
+	Opens   int    `json:"opens"`
+	Limited bool   `json:"limited"` // the group has a limit now
+}
+
+// Passthrough lists, per group with any, the files open by passthrough,
+// by group name.
+func (f *FS) Passthrough() []PassOpens {
+	f.passMu.Lock()
+	defer f.passMu.Unlock()
+	var out []PassOpens
+	for g, n := range f.passOpens {
+		out = append(out, PassOpens{Group: g.Path(), Opens: n, Limited: g.Limited()})
+	}
+	slices.SortFunc(out, func(a, b PassOpens) int { return strings.Compare(a.Group, b.Group) })
+	return out
+}
+
+// passOpen counts an open by passthrough of group g in (+1) or out (-1).
+func (f *FS) passOpen(g *throttle.Group, d int) {
+	f.passMu.Lock()
+	defer f.passMu.Unlock()
+	if f.passOpens == nil {
+		f.passOpens = map[*throttle.Group]int{}
+	}
+	if f.passOpens[g] += d; f.passOpens[g] <= 0 {
+		delete(f.passOpens, g)
+	}
 }
 
 // Mirrors is the mirror set served, nil when the mount serves SOURCE.

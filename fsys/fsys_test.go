@@ -806,3 +806,86 @@ func TestSignalledRead(t *testing.T) {
 		t.Fatalf("only %d signals reached the reader during its read", signals)
 	}
 }
+
+// TestPassthroughCounted: the files a group has open by passthrough are
+// counted per group (sluice stat's passthrough line), their reads are
+// left out of the group's counters, and a limit set on the group while
+// they are open is reported as escaped by them until they are opened
+// again. The kernel holds a file in one I/O mode at a time: while the
+// file is open by passthrough, an open that must reach sluice fails (the
+// kernel's EIO), and a file open through the page cache is not passed
+// through (the kernel would fail that open).
+func TestPassthroughCounted(t *testing.T) {
+	src, mnt, f := mount(t, Options{Passthrough: true})
+	want := writeRandom(t, filepath.Join(src, "f"), 1<<20, 9)
+	fh, err := os.Open(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	pass := f.Passthrough()
+	if len(pass) == 0 {
+		t.Skip("skipping: the kernel refused passthrough for the open (needs Linux 6.9+ and root)")
+	}
+	if fmt.Sprint(pass) != "[{default 1 false}]" {
+		t.Fatalf("passthrough opens %v, want [{default 1 false}]", pass)
+	}
+	before := groupMetrics(t, f, "default").AppRBytes
+	got, err := io.ReadAll(fh)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read by passthrough: %d bytes, %v", len(got), err)
+	}
+	if after := groupMetrics(t, f, "default").AppRBytes; after != before {
+		t.Errorf("the group's reads counted %d bytes of a passthrough read, want none", after-before)
+	}
+	if w, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0); !errors.Is(err, syscall.EIO) {
+		t.Errorf("open for writing while open by passthrough: %v, want EIO", err)
+		if err == nil {
+			w.Close()
+		}
+	}
+	f.SetLimit(limit(t, "default rbps=1GiB"))
+	if pass := f.Passthrough(); fmt.Sprint(pass) != "[{default 1 true}]" {
+		t.Errorf("after a limit on the group: %v, want [{default 1 true}]", pass)
+	}
+	if o, err := os.Open(filepath.Join(mnt, "f")); !errors.Is(err, syscall.EIO) {
+		t.Errorf("open by the now limited group while open by passthrough: %v, want EIO", err)
+		if err == nil {
+			o.Close()
+		}
+	}
+	fh.Close()
+	waitNoPassthrough(t, f)
+	// The group limited, its opens reach sluice; and with the file open
+	// through the page cache, an unlimited reader's open is not passed
+	// through either.
+	f.SetLimit(limit(t, "default rbps=max"))
+	w, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(filepath.Join(mnt, "f"))
+	if err != nil {
+		t.Fatalf("read-only open while open for writing through the page cache: %v", err)
+	}
+	if pass := f.Passthrough(); len(pass) != 0 {
+		t.Errorf("a read-only open of a file open for writing: passed through %v, want not", pass)
+	}
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("read through the page cache: %d bytes, %v", len(got), err)
+	}
+	r.Close()
+	w.Close()
+}
+
+// waitNoPassthrough waits for the kernel's releases of the files closed
+// by passthrough (it sends them after close returns).
+func waitNoPassthrough(t *testing.T, f *FS) {
+	t.Helper()
+	for i := 0; i < 100 && len(f.Passthrough()) > 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pass := f.Passthrough(); len(pass) != 0 {
+		t.Fatalf("after every passthrough file closed: %v, want none", pass)
+	}
+}

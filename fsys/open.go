@@ -116,6 +116,8 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 		}
 	}
 	h.serve = f.serveOpen(g, flags)
+	bid := f.ioMode(n, file, &h.serve)
+	h.cachedIO = h.serve.Mode == stack.ServeStraight
 	switch h.serve.Mode {
 	case stack.ServeDirect:
 		if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
@@ -126,20 +128,15 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 		}
 		out.OpenFlags |= fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES
 	case stack.ServePassthrough:
-		bid, ok := f.registerPassthrough(n, file)
-		if !ok {
-			// The kernel refused it: through its page cache instead.
-			h.serve = stack.Serve{Mode: stack.ServeStraight}
-			break
-		}
 		out.BackingID = bid
 		out.OpenFlags |= fuse.FOPEN_PASSTHROUGH
+		f.passOpen(g, 1)
 	}
 	// The kernel drops a file's cached pages at each open unless told to
 	// keep them: they are kept when the file is as it was at its last open
 	// (close-to-open, as sluice's own cache), so a file read again is
 	// served from the kernel's cache without a request to sluice.
-	if !changed && h.serve.Mode == stack.ServeStraight {
+	if !changed && h.cachedIO {
 		out.OpenFlags |= fuse.FOPEN_KEEP_CACHE
 	}
 	// Without FOPEN_DIRECT_IO the kernel takes a short read for the end
@@ -205,24 +202,46 @@ func (f *FS) serveOpen(g *throttle.Group, flags uint32) stack.Serve {
 	return stack.ServeOpen(o)
 }
 
-// registerPassthrough registers the node's backing file with the kernel
-// for passthrough, once per node while any passthrough handle is open; a
-// file with no descriptor is not.
-func (f *FS) registerPassthrough(n *node, file *backing.File) (int32, bool) {
-	if file.Fd() < 0 {
-		return 0, false
-	}
+// ioMode settles the kernel's I/O mode of an open of n to be served as
+// *sv, and counts it. The kernel holds a file in one mode at a time: while
+// it is open through its page cache, a passthrough open fails with EIO,
+// and while it is open by passthrough, so does every open that is not
+// (one that must reach sluice: for writing, or by a limited group). A
+// passthrough open of a file open through the page cache is served
+// through the page cache instead (*sv changes). The counts run ahead of
+// the kernel's, which drops a file's mode at close, before it sends the
+// release: a file closed a moment ago may still count, which costs a
+// passthrough open its passthrough, never an open its success. The
+// node's backing file is registered with the kernel once, at its first
+// passthrough open (a file with no descriptor never is).
+func (f *FS) ioMode(n *node, file *backing.File, sv *stack.Serve) int32 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.backingID == 0 {
-		id, errno := f.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(file.Fd())})
-		if errno != 0 {
-			return 0, false
+	if sv.Mode == stack.ServePassthrough {
+		if n.cachedIO == 0 && file.Fd() >= 0 {
+			if n.backingID == 0 {
+				if id, errno := f.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(file.Fd())}); errno == 0 {
+					n.backingID = id
+				}
+			}
+			if n.backingID != 0 {
+				n.passRefs++
+				return n.backingID
+			}
 		}
-		n.backingID = id
+		*sv = stack.Serve{Mode: stack.ServeStraight}
 	}
-	n.passRefs++
-	return n.backingID, true
+	if sv.Mode == stack.ServeStraight {
+		n.cachedIO++
+	}
+	return 0
+}
+
+// leaveCached counts an open through the kernel's page cache out.
+func (n *node) leaveCached() {
+	n.mu.Lock()
+	n.cachedIO--
+	n.mu.Unlock()
 }
 
 func (f *FS) unregisterPassthrough(n *node) {

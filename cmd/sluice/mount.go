@@ -277,6 +277,9 @@ func (t *target) Status() control.Status {
 		Source: t.opts.Source, Mountpoint: t.opts.Mountpoint,
 		Backing: t.m.Backing(), ColdReads: t.m.ColdReads(), Time: time.Now(), Metrics: t.m.Engine().Metrics(),
 	}
+	for _, p := range t.m.Passthrough() {
+		st.Passthrough = append(st.Passthrough, control.PassOpens(p))
+	}
 	if ms := t.m.Mirrors(); ms != nil {
 		st.Source = strings.Join(t.opts.Mirrors, ":")
 		st.ReadPolicy, st.Mirrors, st.LastResync = ms.Policy(), ms.Stats(), ms.LastResync()
