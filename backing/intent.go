@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/resync"
 )
 
 // IntentFile is the name, in each healthy mirror's root, of the set's
@@ -533,26 +535,14 @@ func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 	return stale
 }
 
-// dirEntries returns the names and types in the directory open as fd,
-// less the set's own files when root.
+// dirEntries returns the names and types in the directory open as fd
+// (resync.Types), less the set's own files when root.
 func dirEntries(fd int, root bool) (map[string]fs.FileMode, error) {
-	d, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
+	out, err := resync.Types(fd)
+	if err != nil || !root {
+		return out, err
 	}
-	f := os.NewFile(uintptr(d), "")
-	defer f.Close()
-	des, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]fs.FileMode, len(des))
-	for _, de := range des {
-		if root && IsStateFile(de.Name()) {
-			continue
-		}
-		out[de.Name()] = de.Type()
-	}
+	maps.DeleteFunc(out, func(name string, _ fs.FileMode) bool { return IsStateFile(name) })
 	return out, nil
 }
 

@@ -19,11 +19,11 @@ func (c *Copier) pruneDir(sfd, dfd int, rel string) error {
 	if err := c.step(rel + "/"); err != nil {
 		return err
 	}
-	stypes, err := types(sfd)
+	stypes, err := Types(sfd)
 	if err != nil {
 		return err
 	}
-	dtypes, err := types(dfd)
+	dtypes, err := Types(dfd)
 	if err != nil {
 		return err
 	}
@@ -66,9 +66,9 @@ func (c *Copier) pruneDir(sfd, dfd int, rel string) error {
 	return nil
 }
 
-// types lists directory fd's entries with their types (os.ModeDir,
+// Types lists directory fd's entries with their types (os.ModeDir,
 // os.ModeSymlink, ...; 0 for a regular file).
-func types(fd int) (map[string]os.FileMode, error) {
+func Types(fd int) (map[string]os.FileMode, error) {
 	nfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
