@@ -193,15 +193,19 @@ func (f *memFile) KillSuidgid() error {
 	return nil
 }
 
-func (f *memFile) Close() error {
-	f.t.mu.Lock()
-	defer f.t.mu.Unlock()
-	if f.closed {
+func (f *memFile) Close() error { return f.t.closeOpen(f.n, &f.closed) }
+
+// closeOpen closes an open file or directory of n, whose closed flag is
+// *closed: n is freed once nothing holds it.
+func (t *MemTree) closeOpen(n *memNode, closed *bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if *closed {
 		return syscall.EBADF
 	}
-	f.closed = true
-	f.n.opens--
-	f.t.maybeFree(f.n)
+	*closed = true
+	n.opens--
+	t.maybeFree(n)
 	return nil
 }
 
@@ -276,14 +280,4 @@ func (d *memDir) Advance() {
 // Sync has nothing to flush.
 func (d *memDir) Sync() error { return nil }
 
-func (d *memDir) Close() error {
-	d.t.mu.Lock()
-	defer d.t.mu.Unlock()
-	if d.closed {
-		return syscall.EBADF
-	}
-	d.closed = true
-	d.n.opens--
-	d.t.maybeFree(d.n)
-	return nil
-}
+func (d *memDir) Close() error { return d.t.closeOpen(d.n, &d.closed) }

@@ -519,24 +519,29 @@ func (t *MemTree) Link(c *Cred, id, parent ID, name string) (Entry, error) {
 }
 
 func (t *MemTree) Unlink(parent ID, name string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	d, err := t.dir(parent, name)
-	if err != nil {
-		return err
-	}
-	n := d.kids[name]
-	switch {
-	case n == nil:
-		return syscall.ENOENT
-	case n.isDir():
-		return syscall.EISDIR
-	}
-	t.remove(d, name)
-	return nil
+	return t.removeIf(parent, name, func(n *memNode) error {
+		if n.isDir() {
+			return syscall.EISDIR
+		}
+		return nil
+	})
 }
 
 func (t *MemTree) Rmdir(parent ID, name string) error {
+	return t.removeIf(parent, name, func(n *memNode) error {
+		switch {
+		case !n.isDir():
+			return syscall.ENOTDIR
+		case len(n.kids) > 0:
+			return syscall.ENOTEMPTY
+		}
+		return nil
+	})
+}
+
+// removeIf removes the entry name of directory parent unless check
+// refuses its object (ENOENT when there is none).
+func (t *MemTree) removeIf(parent ID, name string, check func(*memNode) error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d, err := t.dir(parent, name)
@@ -544,13 +549,11 @@ func (t *MemTree) Rmdir(parent ID, name string) error {
 		return err
 	}
 	n := d.kids[name]
-	switch {
-	case n == nil:
+	if n == nil {
 		return syscall.ENOENT
-	case !n.isDir():
-		return syscall.ENOTDIR
-	case len(n.kids) > 0:
-		return syscall.ENOTEMPTY
+	}
+	if err := check(n); err != nil {
+		return err
 	}
 	t.remove(d, name)
 	return nil
