@@ -289,6 +289,14 @@ write_file() {
 		{ cat "$WORK/prep.log" >&2; die "fio could not write $1"; }
 }
 
+# warm_file PATH: one untimed pass over the test file. The first read of
+# fresh data is slower below the VM (host-side caching), which would
+# penalise whichever path runs first.
+warm_file() {
+	log "warm-up pass over the test file"
+	dd if="$1" of=/dev/null bs=1M status=none
+}
+
 drop_caches() {
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
@@ -330,9 +338,10 @@ wait_mount() {
 	return 1
 }
 
-# start_fuse LOGFILE MOUNTPOINT CMD...: start a FUSE daemon in the background
-# and wait for the mount. Sets FUSE_PID.
-start_fuse() {
+# try_fuse LOGFILE MOUNTPOINT CMD...: start a FUSE daemon in the background
+# and wait for the mount. Sets FUSE_PID. A mount that fails is stopped and
+# reported (returns 1).
+try_fuse() {
 	local logf=$1 mnt=$2
 	shift 2
 	mkdir -p "$mnt"
@@ -341,7 +350,15 @@ start_fuse() {
 	FUSE_LOG=$logf
 	DAEMON_PIDS+=("$FUSE_PID")
 	DAEMON_MNTS+=("$mnt")
-	wait_mount "$FUSE_PID" "$mnt" "$logf" || die "mount of $mnt failed ($*)"
+	wait_mount "$FUSE_PID" "$mnt" "$logf" && return 0
+	stop_fuse
+	return 1
+}
+
+# start_fuse LOGFILE MOUNTPOINT CMD...: try_fuse, ending the run when the
+# mount fails.
+start_fuse() {
+	try_fuse "$@" || die "mount of $2 failed (${*:3})"
 }
 
 # stop_fuse: stop the daemon started last by start_fuse.

@@ -50,10 +50,7 @@ make_loop_fs "$IMG_MIB" "$WORK/fs"
 DATA=$WORK/fs/data
 mkdir -p "$DATA"
 write_file "$DATA/f" "$FILE_MIB"
-# One untimed pass first: the first read of fresh data is slower below the
-# VM (host-side caching), which would penalise whichever path runs first.
-log "warm-up pass over the test file"
-dd if="$DATA/f" of=/dev/null bs=1M status=none
+warm_file "$DATA/f"
 
 RES=$WORK/res
 mkdir -p "$RES"

@@ -123,10 +123,7 @@ make_loop_fs "$IMG_MIB" "$WORK/fs"
 DATA=$WORK/fs/data
 mkdir -p "$DATA"
 write_file "$DATA/f" "$FILE_MIB"
-# One untimed pass first: the first read of fresh data is slower below the
-# VM (host-side caching), which would penalise whichever path runs first.
-log "warm-up pass over the test file"
-dd if="$DATA/f" of=/dev/null bs=1M status=none
+warm_file "$DATA/f"
 MNT=$WORK/mnt
 RCACHE=$WORK/fs/rclone-cache
 
@@ -238,22 +235,6 @@ run_case() {
 		record "$cs" "$path" "$out" "$pid" $((t1 - t0))
 	fi
 	if [[ $cs == w* ]]; then rm -f "$dir/w" || true; fi
-}
-
-# try_fuse LOGFILE MOUNTPOINT CMD...: start_fuse, but a mount that fails
-# is stopped and reported (returns 1) instead of ending the run.
-try_fuse() {
-	local logf=$1 mnt=$2
-	shift 2
-	mkdir -p "$mnt"
-	"$@" >"$logf" 2>&1 &
-	FUSE_PID=$!
-	FUSE_LOG=$logf
-	DAEMON_PIDS+=("$FUSE_PID")
-	DAEMON_MNTS+=("$mnt")
-	wait_mount "$FUSE_PID" "$mnt" "$logf" && return 0
-	stop_fuse
-	return 1
 }
 
 # mount_path PATH: mount PATH on $MNT (nothing for native); sets DIR and

@@ -70,10 +70,7 @@ chown 1001:1001 "$DATA"
 chmod 755 "$WORK" "$WORK/fs" "$DATA"
 chmod 644 "$DATA/f"
 make_cgroup "sluice-bench-speed.$$"
-# One untimed pass first: the first read of fresh data is slower below the
-# VM (host-side caching), which would penalise whichever path runs first.
-log "warm-up pass over the test file"
-dd if="$DATA/f" of=/dev/null bs=1M status=none
+warm_file "$DATA/f"
 
 AS_USER=(setpriv --reuid=1001 --regid=1001 --clear-groups)
 
