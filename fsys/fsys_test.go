@@ -368,14 +368,7 @@ func TestMetadata(t *testing.T) {
 	writeRandom(t, filepath.Join(src, "a"), 10000, 1)
 	os.Mkdir(filepath.Join(src, "dir"), 0o750)
 
-	ents, err := os.ReadDir(mnt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
+	names := dirNames(t, mnt)
 	if strings.Join(names, ",") != "a,dir" {
 		t.Fatalf("readdir = %v, want [a dir]", names)
 	}

@@ -57,15 +57,7 @@ func TestTreeMount(t *testing.T) {
 	if sys := st.Sys().(*syscall.Stat_t); sys.Nlink != 2 || sys.Uid != 4101 || st.Size() != int64(len(data)) {
 		t.Errorf("h: nlink %d, uid %d, size %d; want 2, 4101, %d", sys.Nlink, sys.Uid, st.Size(), len(data))
 	}
-	ents, err := os.ReadDir(mnt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	if !slices.Equal(names, []string{"d", "h", "s"}) {
+	if names := dirNames(t, mnt); !slices.Equal(names, []string{"d", "h", "s"}) {
 		t.Errorf("root lists %v, want [d h s]", names)
 	}
 	runAs(4101, func() { err = os.Remove(filepath.Join(mnt, "d")) })
@@ -170,18 +162,6 @@ func TestFaultTreeMount(t *testing.T) {
 // or on SOURCE behind it (at the next open, as files are).
 func TestDirCache(t *testing.T) {
 	src, mnt, _ := mount(t, Options{})
-	list := func() []string {
-		t.Helper()
-		ents, err := os.ReadDir(filepath.Join(mnt, "d"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-		return names
-	}
 	if err := os.Mkdir(filepath.Join(src, "d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +186,22 @@ func TestDirCache(t *testing.T) {
 		if err := step.change(); err != nil {
 			t.Fatalf("%s: %v", step.what, err)
 		}
-		if got := list(); !slices.Equal(got, step.want) {
+		if got := dirNames(t, filepath.Join(mnt, "d")); !slices.Equal(got, step.want) {
 			t.Errorf("listing %s: %v, want %v", step.what, got, step.want)
 		}
 	}
+}
+
+// dirNames lists directory dir's names, in order.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
 }
