@@ -311,9 +311,11 @@ func (h *handle) readStraight(ctx context.Context, unique uint64, g *throttle.Gr
 		if n, answered, err = h.file.ReadAtAnswering(pid, unique, dest, off); err != nil {
 			return nil, errno(err)
 		}
-		if res = replyOf(dest[:n]); answered {
+		if answered {
 			// The kernel refuses this reply (see lateReplies).
 			res = fuse.ReadResultData(nil)
+		} else {
+			res = replyOf(dest[:n])
 		}
 	}
 	if !g.Limited() {
