@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -75,8 +76,11 @@ type Engine struct {
 	pages   chan *[stack.PageSize]byte // spare buffers for cached pages
 	calls   sync.Pool                  // *call
 	// io counts the device I/Os in flight on goroutines of their own,
-	// which Close waits for.
-	io sync.WaitGroup
+	// which Close waits for (a WaitGroup will not do: a completion may
+	// start another I/O while Close waits); idle gets a token each time
+	// the count falls to zero.
+	io   atomic.Int64
+	idle chan struct{}
 }
 
 // New returns an engine; opts.Options must pass stack.Options.Validate
@@ -86,7 +90,7 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{st: st, epoch: time.Now(), armedAt: -1, dying: opts.Dying,
+	e := &Engine{st: st, epoch: time.Now(), armedAt: -1, dying: opts.Dying, idle: make(chan struct{}, 1),
 		pages: make(chan *[stack.PageSize]byte, sparePages)}
 	if !opts.GoTimer {
 		e.alarm, err = newFDAlarm(e.tick)
@@ -107,11 +111,23 @@ func (e *Engine) Close() {
 	e.closed = true
 	e.alarm.stop()
 	e.mu.Unlock()
-	done := make(chan struct{})
-	go func() { e.io.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(CloseWait):
+	deadline := time.After(CloseWait)
+	for e.io.Load() > 0 {
+		select {
+		case <-e.idle:
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// done counts an I/O of e out, telling Close when none is left.
+func (e *Engine) done() {
+	if e.io.Add(-1) == 0 {
+		select {
+		case e.idle <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -121,11 +137,11 @@ const CloseWait = 10 * time.Second
 
 // The device I/Os on goroutines of their own, counted for Close (each
 // started after e.io.Add(1)).
-func (e *Engine) goDevice(io *stack.IO)    { defer e.io.Done(); e.device(io) }
-func (e *Engine) goFlush(io *stack.IO)     { defer e.io.Done(); e.flush(io) }
-func (e *Engine) goWriteback(io *stack.IO) { defer e.io.Done(); e.writeback(io) }
-func (e *Engine) goWrite(ios []*stack.IO)  { defer e.io.Done(); e.write(ios) }
-func (e *Engine) goWriteOne(io *stack.IO)  { defer e.io.Done(); e.writeOne(io) }
+func (e *Engine) goDevice(io *stack.IO)    { defer e.done(); e.device(io) }
+func (e *Engine) goFlush(io *stack.IO)     { defer e.done(); e.flush(io) }
+func (e *Engine) goWriteback(io *stack.IO) { defer e.done(); e.writeback(io) }
+func (e *Engine) goWrite(ios []*stack.IO)  { defer e.done(); e.write(ios) }
+func (e *Engine) goWriteOne(io *stack.IO)  { defer e.done(); e.writeOne(io) }
 
 // Options returns the stack options in force.
 func (e *Engine) Options() stack.Options { return e.st.Options() }
