@@ -19,6 +19,9 @@ go test -race -count=1 -skip "$alone" "$@" $(go list ./... | grep -v '/fidelity$
 # Allocations per request of the hot path: the race detector keeps no
 # counts, so these run without it.
 go test -count=1 -run 'Allocs$' "$@" ./engine ./fsys
+# The permission, coherence, model and data tests again with every mount
+# passing its unlimited groups' opens through (as sluice mount does).
+go test -race -count=1 -run '^(TestPerm.*|TestCoherence.*|TestCoherentAcrossGroups|TestWriteCoherent|TestModel|TestFio|TestFioVerify|TestReservedBlocks|TestFallocateReserved|TestAppend|TestAppendOnly|TestOwner|TestFullDisk|TestMmapExec|TestMetadata)$' "$@" ./fsys -args -passthrough
 # What the other tests wrote is written back first, not during their runs.
 sync
 go test -race -count=1 -run "$alone" "$@" ./fsys

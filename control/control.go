@@ -43,8 +43,8 @@ type Status struct {
 	// Time is when the figures were taken.
 	Time time.Time `json:"time"`
 	// Passthrough lists, per group with any, its files open by FUSE
-	// passthrough, whose reads the kernel makes itself: the group's
-	// counters leave them out.
+	// passthrough, whose reads and writes the kernel makes itself: the
+	// group's counters leave them out.
 	Passthrough []PassOpens `json:"passthrough,omitempty"`
 	stack.Metrics
 	// ReadPolicy and Mirrors describe a mirror set; empty otherwise.
@@ -59,8 +59,9 @@ type Status struct {
 type PassOpens struct {
 	Group string `json:"group"`
 	Opens int    `json:"opens"`
-	// Limited says the group has a limit now, which these opens, made
-	// before it, escape until they are opened again.
+	// Limited says the group has a limit now, which these opens escape:
+	// made before it, until they are opened again, or made while the
+	// file was open by passthrough (the kernel takes no other open then).
 	Limited bool `json:"limited"`
 }
 
@@ -79,9 +80,9 @@ func passLine(opens []PassOpens) string {
 			escaping = append(escaping, fmt.Sprintf("%s %d", p.Group, p.Opens))
 		}
 	}
-	line := fmt.Sprintf("passthrough: %d open files read by the kernel directly, not counted below\n  %s\n", total, strings.Join(all, ", "))
+	line := fmt.Sprintf("passthrough: %d open files read and written by the kernel itself, not counted below\n  %s\n", total, strings.Join(all, ", "))
 	if len(escaping) > 0 {
-		line += fmt.Sprintf("  of those, escaping a limit their group got since they opened, until reopened:\n  %s\n", strings.Join(escaping, ", "))
+		line += fmt.Sprintf("  of those, beyond their group's limit (limited since, or the file open by passthrough):\n  %s\n", strings.Join(escaping, ", "))
 	}
 	return line
 }

@@ -31,9 +31,10 @@ type node struct {
 
 	mu        sync.Mutex
 	stamp     stamp
-	backingID int32 // passthrough registration; 0 when none
-	passRefs  int
+	backingID int32     // passthrough registration; 0 when none
+	passRefs  int       // handles open by passthrough
 	cachedIO  int       // handles open through the kernel's page cache (see FS.ioMode)
+	directIO  int       // handles open with direct I/O
 	cachedW   []*handle // open for writing through the write cache, oldest first
 
 	// appendMu orders the appends of the node's handles: each finds the
@@ -180,11 +181,9 @@ type handle struct {
 	opener *throttle.Group
 	cred   *backing.Cred // the opener's, for writeback without a caller
 	serve  stack.Serve   // how it is served, decided at open (stack.ServeOpen)
-	// cachedIO says it is open through the kernel's page cache
-	// (FS.ioMode).
-	cachedIO bool
-	splice   bool // large unthrottled reads are spliced from file (see spliceMin)
-	append   bool // opened with O_APPEND: writes go to the backing file's end
+	writes bool          // opened for writing
+	splice bool          // large unthrottled reads are spliced from file (see spliceMin)
+	append bool          // opened with O_APPEND: writes go to the backing file's end
 
 	mu      sync.Mutex
 	reading bool         // holds the node's reader
@@ -488,12 +487,9 @@ func (h *handle) release() {
 		h.node.releaseReader()
 	}
 	h.mu.Unlock()
-	if h.cachedIO {
-		h.node.leaveCached()
-	}
+	h.node.leave(h.serve, h.writes)
 	if h.serve.Mode == stack.ServePassthrough {
 		h.node.fsys.passOpen(h.opener, -1)
-		h.node.fsys.unregisterPassthrough(h.node)
 	}
 	h.file.Close()
 }

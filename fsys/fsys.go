@@ -63,11 +63,16 @@ type Options struct {
 	// AllowOther lets users other than the mounting one use the mount. The
 	// default is false.
 	AllowOther bool
-	// Passthrough lets read-only opens by a group with no limit anywhere
-	// on its path use FUSE passthrough: the kernel reads the backing file
-	// directly and sluice neither sees nor counts those reads. Writable
-	// opens never do, so every write reaches sluice's cache. The default is
-	// false.
+	// Passthrough lets the opens of a group with no limit anywhere on its
+	// path use FUSE passthrough (Linux 6.9+, as root), for reading and
+	// writing: the kernel reads and writes the backing file itself, and
+	// sluice neither sees nor counts those reads and writes. While a file
+	// is open by passthrough, the kernel takes every other open of it only
+	// by passthrough too: a limited group's open of it is passed through
+	// as well, beyond its limit (stack.ServeOpen; FS.Passthrough counts
+	// them). Where the kernel lacks it, with WriteCache, and on mirror
+	// sets, opens are served as without it. The default is false; sluice
+	// mount turns it on.
 	Passthrough bool
 	// MaxOpen bounds the directories kept open between operations (see
 	// backing.LocalOptions). The default is 1024.
@@ -328,10 +333,12 @@ func Mount(opts Options) (*FS, error) {
 	}
 	dirty := cmp.Or(opts.MapDirty, DefaultMapDirty)
 	if opts.WriteCache {
+		// The kernel passes nothing through with its write cache.
+		f.opts.Passthrough = false
 		mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
 		dirty = cmp.Or(opts.MapDirty, DefaultWriteCacheDirty)
 	}
-	if !opts.Passthrough {
+	if !f.opts.Passthrough {
 		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
 	fs := quotaRaw{&raw{RawFileSystem: fuse.NewDefaultRawFileSystem(), f: f}, newOpenQuota(groupMaxOpen(opts.GroupMaxOpen))}

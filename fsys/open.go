@@ -3,11 +3,13 @@ package fsys
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 
 	"sluice/backing"
 	"sluice/stack"
@@ -106,7 +108,7 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	}
 	changed := n.revalidate(a)
 	g, _ := f.caller(ctx)
-	h := &handle{file: file, node: n, opener: g, cred: &backing.Cred{}}
+	h := &handle{file: file, node: n, opener: g, cred: &backing.Cred{}, writes: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
 	h.sh.Ino = uint64(id)
 	h.sh.File = n
 	if c, ok := fuse.FromContext(ctx); ok {
@@ -115,9 +117,8 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 			h.sh.File = openedBy{n, int(c.Pid)}
 		}
 	}
-	h.serve = f.serveOpen(g, flags)
-	bid := f.ioMode(n, file, &h.serve)
-	h.cachedIO = h.serve.Mode == stack.ServeStraight
+	var bid int32
+	h.serve, bid = f.ioMode(n, file, f.openOf(g, flags, file), h.cred)
 	switch h.serve.Mode {
 	case stack.ServeDirect:
 		if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
@@ -136,7 +137,7 @@ func (f *FS) opened(ctx context.Context, id backing.ID, file *backing.File, flag
 	// keep them: they are kept when the file is as it was at its last open
 	// (close-to-open, as sluice's own cache), so a file read again is
 	// served from the kernel's cache without a request to sluice.
-	if !changed && h.cachedIO {
+	if !changed && h.serve.Mode == stack.ServeStraight {
 		out.OpenFlags |= fuse.FOPEN_KEEP_CACHE
 	}
 	// Without FOPEN_DIRECT_IO the kernel takes a short read for the end
@@ -188,68 +189,115 @@ func (f *FS) backingOpen(flags uint32, open func(flags uint32) error) error {
 	return err
 }
 
-// serveOpen decides how an open with flags by group g is served
-// (stack.ServeOpen). A limited group's writeback through the write cache
-// is paced; that of a file opened before its group had a limit stays its
-// debt.
-func (f *FS) serveOpen(g *throttle.Group, flags uint32) stack.Serve {
+// openOf is what decides how an open with flags of file by group g is
+// served (stack.Open), but for the file's other opens. A limited group's
+// writeback through the write cache is paced; that of a file opened
+// before its group had a limit stays its debt.
+func (f *FS) openOf(g *throttle.Group, flags uint32, file *backing.File) stack.Open {
 	o := stack.Open{Limited: g.Limited(), Writes: flags&syscall.O_ACCMODE != syscall.O_RDONLY,
-		CacheMode: f.opts.CacheMode, WriteCache: f.opts.WriteCache, Passthrough: f.opts.Passthrough,
-		Dirty: f.dirty.Load(), MaxIO: f.opts.MaxIO}
+		CacheMode: f.opts.CacheMode, WriteCache: f.opts.WriteCache,
+		Passthrough: f.opts.Passthrough && file.Fd() >= 0 && !file.Mirrored(),
+		Dirty:       f.dirty.Load(), MaxIO: f.opts.MaxIO}
 	if o.Limited {
 		o.Limits = f.eng.PathLimits(g)
 	}
-	return stack.ServeOpen(o)
+	return o
 }
 
-// ioMode settles the kernel's I/O mode of an open of n to be served as
-// *sv, and counts it. The kernel holds a file in one mode at a time: while
-// it is open through its page cache, a passthrough open fails with EIO,
-// and while it is open by passthrough, so does every open that is not
-// (one that must reach sluice: for writing, or by a limited group). A
-// passthrough open of a file open through the page cache is served
-// through the page cache instead (*sv changes). The counts run ahead of
-// the kernel's, which drops a file's mode at close, before it sends the
-// release: a file closed a moment ago may still count, which costs a
-// passthrough open its passthrough, never an open its success. The
-// node's backing file is registered with the kernel once, at its first
-// passthrough open (a file with no descriptor never is).
-func (f *FS) ioMode(n *node, file *backing.File, sv *stack.Serve) int32 {
+// ioMode decides how an open o of n is served (stack.ServeOpen, with n's
+// other opens), and counts it. The kernel holds a file in one mode at a
+// time: while it is open through its page cache, a passthrough open fails
+// with EIO, and while it is open by passthrough, so does every open that
+// is not. The counts run ahead of the kernel's, which drops a file's mode
+// at close, before it sends the release: a file closed a moment ago may
+// still count, which costs a passthrough open its passthrough, or passes
+// an open through that need not be, never an open its success.
+//
+// The node's backing file is registered with the kernel once, at its
+// first passthrough open, and serves every passthrough open of the node
+// until the last is released (the kernel takes one backing file per
+// file): reopened for reading and writing where the backing file system
+// allows it, so that later opens for writing can be passed through too,
+// and registered as the opener c, whose credentials the kernel then uses
+// for every read and write it passes through (so that a caller's writes
+// cannot use the blocks ext4 reserves for root; see backing's creds).
+// Where the kernel refuses the registration the open is served as if the
+// mount had no passthrough.
+func (f *FS) ioMode(n *node, file *backing.File, o stack.Open, c *backing.Cred) (stack.Serve, int32) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	o.PassOpen, o.CachedOpen, o.DirectOpen = n.passRefs > 0, n.cachedIO > 0, n.directIO > 0
+	sv := stack.ServeOpen(o)
 	if sv.Mode == stack.ServePassthrough {
-		if n.cachedIO == 0 && file.Fd() >= 0 {
-			if n.backingID == 0 {
-				if id, errno := f.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(file.Fd())}); errno == 0 {
-					n.backingID = id
-				}
-			}
-			if n.backingID != 0 {
-				n.passRefs++
-				return n.backingID
-			}
+		if n.backingID == 0 {
+			n.backingID = f.registerBacking(file, c)
 		}
-		*sv = stack.Serve{Mode: stack.ServeStraight}
+		if n.backingID != 0 {
+			n.passRefs++
+			if o.Writes {
+				// Writes sluice will not see: its cached copy goes now
+				// (another open may have filled it) and at the release.
+				f.eng.Forget(uint64(n.id))
+			}
+			return sv, n.backingID
+		}
+		o.Passthrough = false
+		sv = stack.ServeOpen(o)
 	}
-	if sv.Mode == stack.ServeStraight {
+	switch sv.Mode {
+	case stack.ServeStraight:
 		n.cachedIO++
+	case stack.ServeDirect:
+		n.directIO++
 	}
-	return 0
+	return sv, 0
 }
 
-// leaveCached counts an open through the kernel's page cache out.
-func (n *node) leaveCached() {
-	n.mu.Lock()
-	n.cachedIO--
-	n.mu.Unlock()
+// registerBacking registers file's backing file with the kernel for
+// passthrough as c (see ioMode) and returns its id, or 0 where the kernel
+// refused.
+func (f *FS) registerBacking(file *backing.File, c *backing.Cred) int32 {
+	fd := file.Fd()
+	rw, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if errors.Is(err, syscall.EPERM) {
+		// An append-only file opens for writing only to append.
+		rw, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDWR|unix.O_APPEND|unix.O_CLOEXEC, 0)
+	}
+	if err == nil {
+		defer unix.Close(rw)
+		fd = rw
+	}
+	var id int32
+	f.tree.As(c, func() error {
+		if bid, errno := f.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(fd)}); errno == 0 {
+			id = bid
+		}
+		return nil
+	})
+	return id
 }
 
-func (f *FS) unregisterPassthrough(n *node) {
+// leave counts an open of n served as sv out (see FS.ioMode). An open
+// for writing by passthrough leaves sluice's cached copy of the file
+// dropped, and the kernel's dropped at the next open: sluice saw none of
+// its writes, as none made on SOURCE directly.
+func (n *node) leave(sv stack.Serve, writes bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.passRefs--; n.passRefs == 0 && n.backingID != 0 {
-		f.server.UnregisterBackingFd(n.backingID)
-		n.backingID = 0
+	switch sv.Mode {
+	case stack.ServeStraight:
+		n.cachedIO--
+	case stack.ServeDirect:
+		n.directIO--
+	case stack.ServePassthrough:
+		if writes {
+			n.fsys.eng.Forget(uint64(n.id))
+			n.stamp = stamp{}
+		}
+		if n.passRefs--; n.passRefs == 0 && n.backingID != 0 {
+			n.fsys.server.UnregisterBackingFd(n.backingID)
+			n.backingID = 0
+		}
 	}
 }
 

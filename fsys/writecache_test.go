@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/backing"
 	"sluice/group"
 	"sluice/stack"
 )
@@ -369,7 +370,7 @@ func TestWriteCacheRule(t *testing.T) {
 				limit(t, "c wiops=5120"), limit(t, "d wiops=5119"), limit(t, "e rbps=1GiB"), limit(t, "f wbps=10GiB wiops=100000")}})
 		for name, want := range map[string]bool{"a": true, "b": false, "c": true, "d": false, "e": true, "f": true} {
 			want = want && c.mode == CacheKernel
-			if got := f.serveOpen(f.group(name), syscall.O_WRONLY).CachedWrites; got != want {
+			if got := stack.ServeOpen(f.openOf(f.group(name), syscall.O_WRONLY, &backing.File{})).CachedWrites; got != want {
 				t.Errorf("mode %d, bound %d (in force %d): group %s: writes cached %v, want %v", c.mode, c.dirty, f.dirty.Load(), name, got, want)
 			}
 		}

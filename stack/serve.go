@@ -62,14 +62,19 @@ type Open struct {
 	// Writes says the open is for writing (not O_RDONLY).
 	Writes bool
 	// The mount's: its cache mode, whether the kernel's write cache may
-	// take write()s (fsys.Options.WriteCache), whether read-only opens of
-	// groups without a limit may be passed through, its dirty bound
-	// (bytes, 0 or less for unknown) and its device request size.
+	// take write()s (fsys.Options.WriteCache), whether opens of groups
+	// without a limit may be passed through (the mount's option, and a
+	// file with a descriptor to pass), its dirty bound (bytes, 0 or less
+	// for unknown) and its device request size.
 	CacheMode   CacheMode
 	WriteCache  bool
 	Passthrough bool
 	Dirty       int64
 	MaxIO       int64
+	// The file's other opens now, as the mount counts them: some by
+	// passthrough (PassOpen), some through the kernel's page cache
+	// (CachedOpen), some with direct I/O through sluice (DirectOpen).
+	PassOpen, CachedOpen, DirectOpen bool
 }
 
 // Serve is how an open is served.
@@ -82,18 +87,36 @@ type Serve struct {
 	// opener's writes (a limited group's); otherwise it is written at
 	// once and charged as debt, if to a limited group at all.
 	PacedWriteback bool
+	// Bypass says the open is passed through although its group has a
+	// limit: the kernel holds a file in one mode at a time, and while it
+	// is open by passthrough every open of it must be, or fail.
+	Bypass bool
 }
 
 // ServeOpen decides how an open is served: the one place where a mount's
-// cache mode, write cache and passthrough meet a group's limits, used by
-// the mount (fsys) and the simulator alike. A limited group is served
-// through the kernel's page cache where its cache mode says so
-// (KernelCache under CacheAuto) and, for an open for writing with the
-// write cache, only where the write cache takes its writes too
-// (WritesCached under CacheKernel): its write()s are otherwise paced one
-// by one with direct I/O. A group without a limit reads through the page
-// cache, or passes read-only opens through where the mount allows it.
+// cache mode, write cache and passthrough meet a group's limits and the
+// file's other opens, used by the mount (fsys) and the simulator alike.
+//
+// A group without a limit passes its opens through where the mount allows
+// it, for reading and writing: the kernel then reads and writes the
+// backing file itself, at native speed. Not where the file is open
+// through the kernel's page cache (the kernel would refuse the open), nor
+// where it is open with direct I/O through sluice (its cache would not
+// see the writes, and a mapping of such an open puts the file in the page
+// cache's mode unbeknown to sluice): those are served through the page
+// cache. Otherwise a group without a limit reads through the page cache.
+//
+// A limited group is served through the kernel's page cache where its
+// cache mode says so (KernelCache under CacheAuto) and, for an open for
+// writing with the write cache, only where the write cache takes its
+// writes too (WritesCached under CacheKernel): its write()s are otherwise
+// paced one by one with direct I/O. But while the file is open by
+// passthrough, every open of it is passed through (Bypass), for the
+// kernel fails any other with EIO.
 func ServeOpen(o Open) Serve {
+	if o.PassOpen && o.Passthrough {
+		return Serve{Mode: ServePassthrough, Bypass: o.Limited}
+	}
 	if o.Limited {
 		cached := o.CacheMode == CacheKernel || o.CacheMode == CacheAuto && KernelCache(o.Limits)
 		if o.Writes && o.WriteCache {
@@ -105,7 +128,7 @@ func ServeOpen(o Open) Serve {
 		w := o.Writes && o.WriteCache
 		return Serve{Mode: ServeStraight, CachedWrites: w, PacedWriteback: w}
 	}
-	if o.Passthrough && !o.Writes {
+	if o.Passthrough && !o.CachedOpen && !o.DirectOpen {
 		return Serve{Mode: ServePassthrough}
 	}
 	return Serve{Mode: ServeStraight, CachedWrites: o.Writes && o.WriteCache}

@@ -60,7 +60,6 @@ max-open = 64
 cache-mode = "kernel"
 map-dirty = "8MiB"
 write-cache = true
-passthrough = true
 debug = true
 
 [[group]]
@@ -90,7 +89,7 @@ match = ["gid=34"]
 		"cache-mode":       opts.CacheMode == fsys.CacheKernel,
 		"map-dirty":        opts.MapDirty == 8<<20,
 		"write-cache":      opts.WriteCache,
-		"passthrough":      opts.Passthrough,
+		"passthrough":      !opts.Passthrough, // off with the write cache
 		"debug":            opts.Debug,
 		"group rules":      len(opts.Rules) == 3 && opts.Rules[0].Group == "tenants/a" && opts.Rules[2].Group == "backup",
 		"group limits":     len(opts.Limits) == 1 && opts.Limits[0].String() == "tenants/a rbps=10MiB wiops=100",
@@ -104,6 +103,16 @@ match = ["gid=34"]
 	mirrors, err := configOptions(t, "mirrors = [\"/a\", \"/b\"]\nmountpoint = \"/m\"\nread-policy = \"pid\"\n")
 	if err != nil || len(mirrors.Mirrors) != 2 || mirrors.Mirrors[1] != "/b" || mirrors.ReadPolicy != "pid" || mirrors.Source != "" {
 		t.Errorf("mirrors from the file: %+v, %v", mirrors, err)
+	}
+	if mirrors.Passthrough {
+		t.Errorf("a mirror set from the file passes opens through")
+	}
+	// Passthrough is on unless the file turns it off.
+	for file, want := range map[string]bool{"": true, "passthrough = false\n": false} {
+		o, err := configOptions(t, "source = \"/s\"\nmountpoint = \"/m\"\n"+file)
+		if err != nil || o.Passthrough != want {
+			t.Errorf("config %q: passthrough %v (%v), want %v", file, o.Passthrough, err, want)
+		}
 	}
 }
 
@@ -297,7 +306,8 @@ func TestExec(t *testing.T) {
 	_, src, mnt := srcMnt(t)
 	os.WriteFile(filepath.Join(src, "f1"), make([]byte, 1<<20), 0o644)
 	os.WriteFile(filepath.Join(src, "f2"), make([]byte, 2<<20), 0o644)
-	startMount(t, mnt, "mount", src, mnt)
+	// Reads are counted where they reach sluice: not by passthrough.
+	startMount(t, mnt, "mount", "--passthrough=false", src, mnt)
 	dd := func(f string) string {
 		return "dd if=" + filepath.Join(mnt, f) + " of=/dev/null bs=64k iflag=direct 2>/dev/null"
 	}

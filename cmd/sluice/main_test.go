@@ -60,6 +60,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"mount", "--read-policy", "pid", dir, dir}, []string{"--read-policy pid without --mirror"}},
 		{[]string{"mount", "--mirror", dir, "--mirror", dir, "--read-policy", "fastest", dir}, []string{"--read-policy fastest: want one of adaptive, pid, roundrobin, latency"}},
 		{[]string{"mount", "--mirror", dir, "--mirror", dir, "--passthrough", dir}, []string{"--passthrough with --mirror"}},
+		{[]string{"mount", "--write-cache", "--passthrough", dir, dir}, []string{"--passthrough with --write-cache"}},
 		{[]string{"mount", "--log-level", "loud", dir, dir}, []string{"--log-level loud: want debug, info, warn or error"}},
 		{[]string{"exec", "--group", "g", "--", "true"}, []string{"--mount is required"}},
 		{[]string{"exec", "--mount", dir, "--", "true"}, []string{"--group is required"}},

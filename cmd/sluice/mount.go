@@ -137,7 +137,7 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 	fs.StringVar(&o.cacheMode, "cache-mode", o.cacheMode, fmt.Sprintf("how limited groups' files are served: direct (every read() and write() reaches sluice; its readahead sized to the group's budget), kernel (the kernel's page cache serves what it holds; sluice paces the reads it sends), auto (kernel for groups whose read limits are at least %s and %d IOPS, direct below)", group.FormatSize(stack.KernelCacheBPS), stack.KernelCacheIOPS))
 	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, fmt.Sprintf("dirty pages the kernel may keep of the mount's files (written through shared mappings, and with --write-cache by write()); a limited group's mmap writer runs ahead of its limit by about this much before it is paced (auto: %s, or %s with --write-cache; kernel: the kernel's own bound, 1%% of its dirty limit)", group.FormatSize(fsys.DefaultMapDirty), group.FormatSize(fsys.DefaultWriteCacheDirty)))
 	fs.BoolVar(&o.writeCache, "write-cache", false, "let the kernel's page cache take the write()s of groups with no write limit (with --cache-mode kernel, also of those whose limit writes back the --map-dirty bound within 100 ms, their writeback paced) and send them on in large writes: small writes stop paying a round trip each, but a write() returns before its data reaches SOURCE (close and fsync wait for it and report its errors; sync does not wait), and files changed on SOURCE behind sluice's back keep their old size through the mount")
-	fs.BoolVar(&o.pass, "passthrough", false, "let read-only opens by groups with no limit use FUSE passthrough (kernel 6.9+, root)")
+	fs.BoolVar(&o.pass, "passthrough", true, "let groups with no limit open files by FUSE passthrough, for reading and writing (Linux 6.9+, as root; without, opens are served as with --passthrough=false): the kernel reads and writes SOURCE itself at native speed, and sluice counts none of it. While a file is open by passthrough the kernel takes every other open of it only by passthrough: a limited group's open of it is passed through beyond its limit, and sluice stat names such opens. Off on mirror sets and with --write-cache")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
 	fs.StringVar(&o.logLevel, "log-level", "info", "what the log (stderr, as key=value lines) shows: debug (every FUSE request too), info (start, stop, reloads), warn (a mirror turning stale, failures), error")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (host:port; off when empty)")
@@ -435,8 +435,13 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 	if !slices.Contains(mirror.Names, o.policy) {
 		return opts, usagef("--read-policy %s: want one of %s", o.policy, strings.Join(mirror.Names, ", "))
 	}
-	if o.pass && len(o.mirrors) > 0 {
+	switch explicit := o.pass && isSet(fs, "passthrough"); {
+	case explicit && len(o.mirrors) > 0:
 		return opts, usagef("--passthrough with --mirror: passthrough reads would bypass the read policy; drop one")
+	case explicit && o.writeCache:
+		return opts, usagef("--passthrough with --write-cache: the kernel passes nothing through with its write cache; drop one")
+	case len(o.mirrors) > 0 || o.writeCache:
+		opts.Passthrough = false
 	}
 	if len(o.mirrors) == 0 && isSet(fs, "read-policy") {
 		return opts, usagef("--read-policy %s without --mirror: only a mirror set has a read policy", o.policy)
