@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"fmt"
+	"math/bits"
 	"syscall"
 )
 
@@ -146,6 +147,23 @@ func (s *Set) SetStale(stale []bool) error {
 	return nil
 }
 
+// Add grows the set by one mirror, stale, and returns its index (the
+// set's last): it serves no read until Revive brings it in, once the
+// driver has made its copy equal (a resync). The healthy mirrors, the
+// policy and its state are as they were, and a read begun before the
+// call never goes to the new mirror. A set of MaxMirrors mirrors is
+// refused. The driver records the new mirror's stale mark before it
+// writes to it, so that a restart keeps it stale.
+func (s *Set) Add() (int, error) {
+	if len(s.stale) >= MaxMirrors {
+		return 0, fmt.Errorf("a mirror set has at most %d mirrors: this one has them all", MaxMirrors)
+	}
+	s.stale = append(s.stale, true)
+	s.stats = append(s.stats, Stats{})
+	s.sample = append(s.sample, 0)
+	return len(s.stale) - 1, nil
+}
+
 // Revive marks mirror i healthy again, its copy made equal (a resync).
 func (s *Set) Revive(i int) {
 	if s.stale[i] {
@@ -216,8 +234,9 @@ type Send struct {
 // passes it back to the Set.
 type Flight struct {
 	r       Read
-	tried   uint64 // mirrors tried, or not open for this read
+	tried   uint64 // mirrors tried, not open for this read, or added since it began
 	pending int    // reads sent and not ended
+	most    int    // mirrors open for it when it began
 	last    Send   // the read sent last: a hedge goes from it
 	hedgeAt int64  // when Timer hedges; 0: never
 	over    bool   // the answer is decided
@@ -232,6 +251,10 @@ func (f *Flight) Over() bool { return f.over }
 
 // Idle reports whether every read of the flight has ended.
 func (f *Flight) Idle() bool { return f.pending == 0 }
+
+// Most is the most reads the flight makes: one on each mirror of the set
+// open for it when it began.
+func (f *Flight) Most() int { return f.most }
 
 // Step is what the driver of a flight does next.
 type Step struct {
@@ -262,7 +285,10 @@ type Step struct {
 // (closed has bit i set for a mirror i the read cannot go to). Under
 // the same call the policy may ask for a probe.
 func (s *Set) Begin(now int64, r Read, closed uint64) (Flight, Step) {
-	f := Flight{r: r, tried: closed}
+	// Mirrors added later (Add) are not the flight's: it never reads
+	// them, whatever Revive does meanwhile.
+	f := Flight{r: r, tried: closed | ^(uint64(1)<<len(s.stale) - 1)}
+	f.most = bits.OnesCount64(^f.tried)
 	st := s.pick(now, &f)
 	if !st.Sending {
 		return f, st

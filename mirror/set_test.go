@@ -3,6 +3,7 @@ package mirror
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +28,10 @@ import (
 //	    the probe of mirror I ends
 //	stale I
 //	    MarkStale
+//	add
+//	    Add: a mirror joins the set, stale
+//	revive I
+//	    Revive
 //	fanout on=(I, ...) out=(ok|failed|gone, ...)
 //	policy NAME
 //	    SetPolicy
@@ -149,6 +154,19 @@ func TestSetTrace(t *testing.T) {
 			case "stale":
 				changed, ok := s.MarkStale(int(a.Pos("0")[0] - '0'))
 				return fmt.Sprintf("changed=%v ok=%v live %v\n", changed, ok, s.Live())
+			case "add":
+				i, err := s.Add()
+				if err != nil {
+					return err.Error() + "\n"
+				}
+				return fmt.Sprintf("m%d stale; live %v\n", i, s.Live())
+			case "revive":
+				i, err := strconv.Atoi(a.Pos("0"))
+				if err != nil {
+					t.Fatalf("%s: revive %v", td.Pos, err)
+				}
+				s.Revive(i)
+				return fmt.Sprintf("live %v\n", s.Live())
 			case "fanout":
 				on := ints(a, "on")
 				var out []Outcome
@@ -189,4 +207,28 @@ func TestSetTrace(t *testing.T) {
 			return ""
 		})
 	})
+}
+
+// TestFlightMost: a flight reads at most the mirrors open for it when it
+// began, the one it is sent to first among them; a mirror added since
+// is not one.
+func TestFlightMost(t *testing.T) {
+	s, err := NewSet(3, "roundrobin", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, st := s.Begin(0, Read{Len: 4096}, 1<<1)
+	if !st.Sending || f.Most() != 2 {
+		t.Errorf("a read of 3 mirrors, one closed: sending %v, at most %d reads, want 2", st.Sending, f.Most())
+	}
+	if _, err := s.Add(); err != nil {
+		t.Fatal(err)
+	}
+	s.Revive(3)
+	if f.Most() != 2 {
+		t.Errorf("at most %d reads once a mirror was added, want 2", f.Most())
+	}
+	if f, _ = s.Begin(0, Read{Len: 4096}, 0); f.Most() != 4 {
+		t.Errorf("a read begun after the add: at most %d reads, want 4", f.Most())
+	}
 }
