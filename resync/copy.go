@@ -89,7 +89,20 @@ var ErrWholeTree = errors.New("the whole tree must be compared")
 // directory src, comparing every object.
 func (c *Copier) Tree(src, dst int) error {
 	c.begin(dst, false)
-	return c.dir(src, dst, "", true)
+	return c.root(src, dst)
+}
+
+// root makes the root dst equal to src: its entries, then its owner,
+// mode, extended attributes and times, which a mirror's root serves too.
+func (c *Copier) root(src, dst int) error {
+	if err := c.dir(src, dst, "", true); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(src, &st); err != nil {
+		return err
+	}
+	return CopyMeta(src, dst, &st)
 }
 
 // Change is an object changed in the source tree since the destination
@@ -119,7 +132,7 @@ func (c *Copier) Changes(src, dst int, changes []Change) error {
 		}
 		if ch.Path == "/" {
 			c.compared[""] = true
-			if err := c.dir(src, dst, "", true); err != nil {
+			if err := c.root(src, dst); err != nil {
 				return err
 			}
 			continue
