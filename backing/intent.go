@@ -168,7 +168,7 @@ func (in *intents) flushLocked(gen uint64) error {
 func (in *intents) write(frames []byte, all map[uint64]intentRecord) error {
 	m := in.m
 	m.mu.Lock()
-	live := slices.Clone(m.set.Live())
+	live, dirs := slices.Clone(m.set.Live()), m.dirs
 	m.mu.Unlock()
 	// The mirrors' disks flush at once.
 	errs := make([]error, len(live))
@@ -182,7 +182,7 @@ func (in *intents) write(frames []byte, all map[uint64]intentRecord) error {
 			}
 			if err == errLogFull {
 				l.close()
-				l, err = newIntentLog(m.dirs[i], all)
+				l, err = newIntentLog(dirs[i], all)
 				in.logs[i] = l
 			}
 			errs[k] = err
@@ -193,7 +193,7 @@ func (in *intents) write(frames []byte, all map[uint64]intentRecord) error {
 	wrote := false
 	for k, i := range live {
 		if err := errs[k]; err != nil {
-			m.log("mirror %s: recording the files being written: %v", m.dirs[i], err)
+			m.log("mirror %s: recording the files being written: %v", dirs[i], err)
 			first = cmpOr(first, err)
 			continue
 		}
@@ -329,17 +329,17 @@ func cmpOr(a, b error) error {
 // syncLive syncs the file system of every healthy mirror (syncfs).
 func (m *Mirror) syncLive() error {
 	m.mu.Lock()
-	live := slices.Clone(m.set.Live())
+	live, dirs := slices.Clone(m.set.Live()), m.dirs
 	m.mu.Unlock()
 	for _, i := range live {
-		fd, err := unix.Open(m.dirs[i], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(dirs[i], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return err
 		}
 		err = unix.Syncfs(fd)
 		unix.Close(fd)
 		if err != nil {
-			return fmt.Errorf("%s: %w", m.dirs[i], err)
+			return fmt.Errorf("%s: %w", dirs[i], err)
 		}
 	}
 	return nil

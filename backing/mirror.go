@@ -1,8 +1,6 @@
 package backing
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,10 +79,18 @@ type MirrorOptions struct {
 // Objects are the set's own IDs; each holds one reference to the object
 // in every mirror it was found in. Attributes, listings and link targets
 // come from the first healthy mirror holding the object.
+//
+// A mirror may join the set while it serves (AddMirror). The per-mirror
+// slices (dirs, trees, self, each object's sub) then grow, with every
+// change and open held off (wmu, omu) and under mu: code that holds
+// neither wmu nor omu reads them under mu; an open file's per-mirror
+// files are MaxMirrors wide and never grow.
 type Mirror struct {
 	dirs  []string
 	trees []Tree
 	self  []string // each mirror's identity, from its StateFile
+	as    Tree     // trees[0], for As
+	lopts LocalOptions
 	now   func() int64
 	log   func(string, ...any)
 	// faults, for tests and fault drills, per mirror (nil entries for
@@ -113,6 +119,7 @@ type Mirror struct {
 	copying    []bool // being resynced
 	resynced   []int64
 	resyncing  bool
+	adding     bool // AddMirror runs
 	lastResync string
 	open       map[*fileSet]struct{}
 	objs       map[ID]*mobj
@@ -250,7 +257,7 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 		opts.Log = func(string, ...any) {}
 	}
 	m := &Mirror{
-		dirs: dirs, now: opts.Now, log: opts.Log, faults: opts.Faults,
+		dirs: dirs, now: opts.Now, log: opts.Log, faults: opts.Faults, lopts: opts.LocalOptions,
 		copying: make([]bool, len(dirs)), resynced: make([]int64, len(dirs)),
 		open:   map[*fileSet]struct{}{},
 		objs:   map[ID]*mobj{RootID: {sub: make([]ID, len(dirs)), refs: 1}},
@@ -309,6 +316,7 @@ func NewMirror(dirs []string, opts MirrorOptions) (*Mirror, error) {
 		}
 		m.trees = append(m.trees, t)
 	}
+	m.as = m.trees[0]
 	in, err := newIntents(m)
 	if err != nil {
 		m.Close()
@@ -370,9 +378,7 @@ func (m *Mirror) identify() (joined []bool, err error) {
 	old := slices.Contains(has, true)
 	for i, dir := range m.dirs {
 		if !has[i] {
-			var id [8]byte
-			rand.Read(id[:])
-			ids[i] = hex.EncodeToString(id[:])
+			ids[i] = newMirrorID()
 			if err := writeState(dir, mirrorState{ID: ids[i]}); err != nil {
 				return nil, fmt.Errorf("mirror %s: %v", dir, err)
 			}
@@ -401,9 +407,7 @@ func readState(dir string) (mirrorState, error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return st, err
 	}
-	var id [8]byte
-	rand.Read(id[:])
-	st.ID = hex.EncodeToString(id[:])
+	st.ID = newMirrorID()
 	return st, writeState(dir, st)
 }
 
@@ -811,17 +815,34 @@ func (m *Mirror) Forget(id ID, n uint64) bool {
 	return true
 }
 
+// held is an object's counterpart in one mirror.
+type held struct {
+	mirror int
+	sub    ID
+}
+
 // first runs a read-only operation on the first healthy mirror holding
 // id, and on the next when it fails with EIO.
 func (m *Mirror) first(id ID, op func(t Tree, sub ID) error) error {
-	o, err := m.obj(id)
-	if err != nil {
-		return err
+	m.mu.Lock()
+	o := m.objs[id]
+	if o == nil {
+		m.mu.Unlock()
+		return syscall.ESTALE
 	}
-	on := m.healthy(o)
-	err = syscall.EIO
-	for _, i := range on {
-		if err = op(m.trees[i], o.sub[i]); err != syscall.EIO {
+	// Under mu: this runs beside AddMirror, which grows trees and sub.
+	trees := m.trees
+	var on []held
+	for _, i := range m.set.Live() {
+		if o.sub[i] != 0 {
+			on = append(on, held{i, o.sub[i]})
+		}
+	}
+	m.mu.Unlock()
+	err := error(syscall.EIO)
+	for _, h := range on {
+		i := h.mirror
+		if err = op(trees[i], h.sub); err != syscall.EIO {
 			return err
 		}
 		m.mu.Lock()
@@ -1016,11 +1037,14 @@ func (m *Mirror) movedTo(dir *mobj, name string) {
 // opened makes the set's file of per-mirror files, of object o opened
 // with flags.
 func (m *Mirror) opened(o *mobj, flags uint32, files []*File, ok []int) *File {
-	set := &fileSet{m: m, obj: o, flags: flags, files: files}
+	set := &fileSet{m: m, obj: o, flags: flags, files: make([]*File, mirror.MaxMirrors)}
 	for i, f := range files {
-		if f != nil && !slices.Contains(ok, i) {
+		switch {
+		case f == nil:
+		case slices.Contains(ok, i):
+			set.files[i] = f
+		default:
 			f.Close()
-			files[i] = nil
 		}
 	}
 	m.mu.Lock()
@@ -1142,7 +1166,7 @@ func (m *Mirror) Removexattr(id ID, name string) error {
 
 // As runs fn with the caller's credentials (the mirrors share the
 // process's).
-func (m *Mirror) As(c *Cred, fn func() error) error { return m.trees[0].As(c, fn) }
+func (m *Mirror) As(c *Cred, fn func() error) error { return m.as.As(c, fn) }
 
 func (m *Mirror) Close() error {
 	m.stopWatch()
@@ -1158,7 +1182,15 @@ func (m *Mirror) Close() error {
 	return first
 }
 
-func (m *Mirror) String() string { return strings.Join(m.dirs, ",") }
+func (m *Mirror) String() string { return strings.Join(m.Dirs(), ",") }
+
+// Dirs lists the set's mirrors, in order, those added since it opened
+// last.
+func (m *Mirror) Dirs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.dirs)
+}
 
 // fileSet is an open file of a mirror set: one file per mirror.
 type fileSet struct {
@@ -1167,6 +1199,10 @@ type fileSet struct {
 	obj   *mobj   // the object open
 	flags uint32  // how, for opening it in a resynced mirror
 	files []*File // per mirror; nil where not open
+	// files are mirror.MaxMirrors wide, whatever the set's size: a mirror
+	// added to the set gets its place without the slice changing under
+	// the reads that index it without m.mu.
+	//
 	// busy counts reads in flight (hedged and probing reads outlive the
 	// caller's); a close leaves the files to the last of them to close.
 	busy    int

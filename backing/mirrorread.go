@@ -23,7 +23,7 @@ import (
 // can go to. Called with m.mu held.
 func (s *fileSet) closed() uint64 {
 	var c uint64
-	for i, f := range s.files {
+	for i, f := range s.files[:s.m.set.Mirrors()] {
 		if f == nil {
 			c |= 1 << i
 		}
@@ -87,13 +87,14 @@ func (s *fileSet) finishedWatched(fl *mirror.Flight, w *watched, sn mirror.Send,
 		hedged = w.hedged
 	}
 	var errs int64
+	var dir string
 	if st.Report {
-		errs = m.set.Stat(sn.Mirror).Errors
+		errs, dir = m.set.Stat(sn.Mirror).Errors, m.dirs[sn.Mirror]
 	}
 	last := s.idle()
 	m.mu.Unlock()
 	if st.Report {
-		m.log("mirror %s: read failed (%v), served by another; %d failures so far", m.dirs[sn.Mirror], err, errs)
+		m.log("mirror %s: read failed (%v), served by another; %d failures so far", dir, err, errs)
 	}
 	if last {
 		s.closeFiles()
@@ -191,7 +192,7 @@ func (s *fileSet) readHedged(fl *mirror.Flight, p []byte, st mirror.Step) (int, 
 	off := fl.Read().Off
 	// One slot per mirror: a flight reads each at most once, and the
 	// reads that end after the caller has gone never wait.
-	results := make(chan result, len(s.files))
+	results := make(chan result, fl.Most())
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()

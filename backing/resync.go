@@ -72,6 +72,9 @@ func (m *Mirror) beginResync() ([]int, error) {
 	if m.resyncing {
 		return nil, errors.New("a resync is already running")
 	}
+	if m.adding {
+		return nil, errors.New("a mirror is joining the set: resync once it has joined")
+	}
 	if m.blocked != "" {
 		return nil, fmt.Errorf("the last resync gave up on a step still blocked (%s): no resync starts before it returns", m.blocked)
 	}
