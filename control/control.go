@@ -100,6 +100,10 @@ type Target interface {
 	// Resync starts making a mirror set's stale mirrors equal again,
 	// copying at most rate bytes a second (0: no bound).
 	Resync(rate int64) error
+	// MirrorAdd adds directory dir (an absolute path) to a mirror set as
+	// a stale mirror, and returns once it has joined, with what was done
+	// for the user; a resync then makes it equal.
+	MirrorAdd(dir string) (note string, err error)
 	// Reload reads the mount's config file again and applies what can
 	// change live; a non-empty note names what needs a remount.
 	Reload() (note string, err error)
@@ -113,6 +117,7 @@ type request struct {
 	Rate  int64  `json:"rate,omitempty"`
 	PID   int32  `json:"pid,omitempty"`
 	Group string `json:"group,omitempty"`
+	Dir   string `json:"dir,omitempty"`
 }
 
 type response struct {
@@ -274,6 +279,13 @@ func (s *Server) answer(r io.Reader, w io.Writer) {
 			return
 		}
 		enc.Encode(response{})
+	case "mirror-add":
+		note, err := s.t.MirrorAdd(req.Dir)
+		if err != nil {
+			enc.Encode(response{Error: err.Error()})
+			return
+		}
+		enc.Encode(response{Note: note})
 	default:
 		enc.Encode(response{Error: fmt.Sprintf("unknown operation %q", req.Op)})
 	}
@@ -420,6 +432,14 @@ func Reload(mountpoint string) (note string, err error) {
 func Resync(mountpoint string, rate int64) error {
 	_, err := call(mountpoint, request{Op: "resync", Rate: rate})
 	return err
+}
+
+// MirrorAdd asks the mirror set served at mountpoint to take directory
+// dir (an absolute path) as a new mirror, stale until a resync; it
+// returns once dir has joined, with what the mount did.
+func MirrorAdd(mountpoint, dir string) (note string, err error) {
+	resp, err := call(mountpoint, request{Op: "mirror-add", Dir: dir})
+	return resp.Note, err
 }
 
 // String renders the status as `sluice stat` prints it.

@@ -20,6 +20,10 @@ func (t *target) Set(spec string) (string, error) {
 }
 func (t *target) Resync(rate int64) error { t.calls = append(t.calls, "resync"); return nil }
 func (t *target) Reload() (string, error) { t.calls = append(t.calls, "reload"); return "", nil }
+func (t *target) MirrorAdd(dir string) (string, error) {
+	t.calls = append(t.calls, "mirror-add")
+	return "", nil
+}
 func (t *target) Tag(pid int32, name string) error {
 	t.calls = append(t.calls, "tag")
 	return nil
@@ -30,7 +34,7 @@ func (t *target) Tag(pid int32, name string) error {
 // request names.
 func FuzzAnswer(f *testing.F) {
 	for _, s := range []string{`{"op":"stat"}`, `{"op":"set","limit":"default rbps=1MiB"}`, `{"op":"tag","pid":1,"group":"g"}`,
-		`{"op":"resync","rate":-1}`, `{"op":"reload"}`, `{"op":"nope"}`, `{"op":`, ``, `[]`, `{"op":"set","limit":""}`, "{\"op\":\"stat\"}\n{\"op\":\"reload\"}"} {
+		`{"op":"resync","rate":-1}`, `{"op":"reload"}`, `{"op":"mirror-add","dir":"/d"}`, `{"op":"nope"}`, `{"op":`, ``, `[]`, `{"op":"set","limit":""}`, "{\"op\":\"stat\"}\n{\"op\":\"reload\"}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -34,11 +34,12 @@ func flagSets() map[string]*flag.FlagSet {
 	mount, _ := mountFlags()
 	stat, _, _ := statFlags()
 	resync, _, _ := resyncFlags()
+	mirrorAdd, _, _ := mirrorFlags()
 	exec, _, _ := execFlags()
 	top, _, _ := topFlags()
 	sim, _ := simFlags()
 	return map[string]*flag.FlagSet{
-		"mount": mount, "stat": stat, "set": setFlags(), "resync": resync,
+		"mount": mount, "stat": stat, "set": setFlags(), "resync": resync, "mirror": mirrorAdd,
 		"reload": reloadFlags(), "exec": exec, "sim": sim, "top": top,
 	}
 }
@@ -92,6 +93,10 @@ _sluice() {
 	fmt.Fprintf(&b, `	help) COMPREPLY=($(compgen -W %q -- "$cur")); return ;;
 	completion) COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur")); return ;;
 	esac
+	if [ "${COMP_WORDS[1]}" = mirror ] && [ "$COMP_CWORD" -eq 2 ]; then
+		COMPREPLY=($(compgen -W %q -- "$cur"))
+		return
+	fi
 	case $prev in
 	--read-policy) COMPREPLY=($(compgen -W %q -- "$cur")); return ;;
 	--cache-mode) COMPREPLY=($(compgen -W "auto direct kernel" -- "$cur")); return ;;
@@ -126,7 +131,7 @@ _sluice() {
 	COMPREPLY=($(compgen -f -- "$cur"))
 }
 complete -o filenames -F _sluice sluice
-`, strings.Join(commands, " "), strings.Join(mirror.Names, " "), sluiceMounts, strings.Join(mountCommands, " "), sluiceMounts, strings.Join(policies, " "))
+`, strings.Join(commands, " "), strings.Join(mirrorSubcommands, " "), strings.Join(mirror.Names, " "), sluiceMounts, strings.Join(mountCommands, " "), sluiceMounts, strings.Join(policies, " "))
 	return b.String()
 }
 
@@ -137,6 +142,8 @@ func fishCompletion() string {
 	fmt.Fprintf(&b, "complete -c sluice -n __fish_use_subcommand -a %q\n", strings.Join(append(slices.Clone(commands), "completion", "help"), " "))
 	fmt.Fprintf(&b, "complete -c sluice -n '__fish_seen_subcommand_from help' -a %q\n", strings.Join(commands, " "))
 	b.WriteString("complete -c sluice -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'\n")
+	fmt.Fprintf(&b, "complete -c sluice -n '__fish_seen_subcommand_from mirror; and not __fish_seen_subcommand_from %s' -a %q\n",
+		strings.Join(mirrorSubcommands, " "), strings.Join(mirrorSubcommands, " "))
 	// In fish's single quotes a backslash and a quote are escaped.
 	mounts := "(" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(sluiceMounts) + ")"
 	values := map[string]string{"read-policy": strings.Join(mirror.Names, " "), "cache-mode": "auto direct kernel", "readahead-budget": "on off", "mount": mounts}

@@ -25,6 +25,7 @@ Usage:
   sluice set MOUNTPOINT 'GROUP KEY=VALUE...'  change a group's limits live
   sluice set MOUNTPOINT read-policy=NAME   switch a mirror set's read policy
   sluice resync [--rate SIZE] MOUNTPOINT   make a mirror set's stale mirrors equal again
+  sluice mirror add MOUNTPOINT DIR         add DIR to a mirror set while it serves
   sluice reload MOUNTPOINT                 apply a mount's changed config file (or SIGHUP)
   sluice exec --mount M --group G -- CMD   run CMD with its I/O through M charged to G
   sluice completion bash|zsh               a shell completion script
@@ -58,7 +59,7 @@ func runFstab(args []string, stdout, stderr io.Writer) int {
 }
 
 // commands are the subcommands, as help and completions list them.
-var commands = []string{"mount", "stat", "top", "set", "resync", "reload", "exec", "sim"}
+var commands = []string{"mount", "stat", "top", "set", "resync", "mirror", "reload", "exec", "sim"}
 
 // run executes one command line and returns the exit status: 0 on success,
 // 1 when the command failed, 2 for a usage error.
@@ -77,6 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdSet(rest, stdout, stderr)
 	case "resync":
 		err = cmdResync(rest, stdout, stderr)
+	case "mirror":
+		err = cmdMirror(rest, stdout, stderr)
 	case "reload":
 		err = cmdReload(rest, stdout, stderr)
 	case "exec":
@@ -138,6 +141,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		fs = setFlags()
 	case "resync":
 		fs, _, _ = resyncFlags()
+	case "mirror":
+		fs, _, _ = mirrorFlags()
 	case "reload":
 		fs = reloadFlags()
 	case "exec":

@@ -281,7 +281,7 @@ func (t *target) Status() control.Status {
 		st.Passthrough = append(st.Passthrough, control.PassOpens(p))
 	}
 	if ms := t.m.Mirrors(); ms != nil {
-		st.Source = strings.Join(t.opts.Mirrors, ":")
+		st.Source = strings.Join(ms.Dirs(), ":") // mirrors added since the mount too
 		st.ReadPolicy, st.Mirrors, st.LastResync = ms.Policy(), ms.Stats(), ms.LastResync()
 	}
 	return st
