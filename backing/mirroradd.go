@@ -20,7 +20,7 @@ import (
 
 // addWait is how long AddMirror waits for the set's changes and opens
 // under way to end before it lets the new mirror in.
-const addWait = 5 * time.Second
+const addWait = 3 * time.Second
 
 // AddMirror adds directory dir (an absolute path) to the running set as
 // a new mirror, stale: it is recorded as a stale member in every healthy
@@ -225,7 +225,8 @@ func checkMirrorDir(dir string) error {
 // apart checks that dir is none of the set's mirrors dirs and that
 // neither holds the other, nor dir and the mount point (when given):
 // a resync of dir would copy a mirror into itself, or remove what it
-// holds.
+// holds. A mirror that cannot be reached (a failed disk's, stale) is
+// compared by its path alone.
 func apart(dir string, dirs []string, mountpoint string) error {
 	up, err := ancestors(dir)
 	if err != nil {
@@ -242,8 +243,13 @@ func apart(dir string, dirs []string, mountpoint string) error {
 	}
 	for _, o := range others {
 		oup, err := ancestors(o.path)
-		if err != nil {
+		switch {
+		case err != nil && o.path == mountpoint:
 			return fmt.Errorf("%s: %v", o.what, err)
+		case err != nil && filepath.Clean(o.path) == dir:
+			return fmt.Errorf("mirror %s is already in the set: it is %s", dir, o.what)
+		case err != nil:
+			continue
 		}
 		switch {
 		case oup[0] == self && o.path == mountpoint:

@@ -2,6 +2,7 @@ package backing
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +15,10 @@ import (
 )
 
 // TestMirrorAdd: an empty directory joins a running set of two, stale,
-// while a file is held open and written; reads stay on the healthy
-// mirrors; the resync makes it equal and returns it to service, after
+// while a file is held open and written, and another goroutine looks
+// up, stats, reads, makes, writes and removes files throughout (the
+// race detector watches the set's state growing under them); reads stay
+// on the healthy mirrors; the resync makes it equal and returns it to service, after
 // which writes through the file held open all along reach it and reads
 // go to it; its state file has an identity of its own, and the set
 // opened again with the three directories finds all three healthy.
@@ -39,6 +42,15 @@ func TestMirrorAdd(t *testing.T) {
 	if _, err := held.WriteAt([]byte("before the add"), 0); err != nil {
 		t.Fatal(err)
 	}
+
+	stop, busy := make(chan struct{}), make(chan error)
+	go func() { busy <- churn(m, stop) }()
+	defer func() {
+		if stop != nil {
+			close(stop)
+			<-busy
+		}
+	}()
 
 	nd := filepath.Join(t.TempDir(), "new")
 	os.Mkdir(nd, 0o755)
@@ -81,6 +93,11 @@ func TestMirrorAdd(t *testing.T) {
 
 	if err := m.Resync(0); err != nil {
 		t.Fatal(err)
+	}
+	close(stop)
+	stop = nil
+	if err := <-busy; err != nil {
+		t.Fatalf("the set's user during the add and the resync: %v", err)
 	}
 	if s := m.Stats(); s[2].State != Healthy {
 		t.Fatalf("the new mirror after the resync: %s", s[2].State)
@@ -236,6 +253,56 @@ func TestMirrorAddRefused(t *testing.T) {
 	treetest.Same(t, dirs[0], seeded, StateFile)
 	if _, err := m.AddMirror(other, ""); err != nil {
 		t.Errorf("add once the resync ended: %v", err)
+	}
+}
+
+// churn uses set m as a mount's callers do until stop is closed: it
+// looks up and stats the root's files, reads one, and makes, writes,
+// renames and removes others.
+func churn(m *Mirror, stop chan struct{}) error {
+	buf := make([]byte, 8192)
+	for k := 0; ; k++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		if _, err := m.Getattr(RootID); err != nil {
+			return fmt.Errorf("getattr: %v", err)
+		}
+		e, err := m.Lookup(RootID, "b")
+		if err != nil {
+			return fmt.Errorf("lookup: %v", err)
+		}
+		f, err := m.Open(e.ID, syscall.O_RDONLY)
+		if err != nil {
+			return fmt.Errorf("open: %v", err)
+		}
+		_, err = f.ReadAt(buf, int64(k%128)*8192)
+		f.Close()
+		m.Forget(e.ID, 1)
+		if err != nil {
+			return fmt.Errorf("read: %v", err)
+		}
+		name := fmt.Sprint("churn", k%8)
+		ce, cf, err := m.Create(&Cred{}, RootID, name+".tmp", syscall.O_RDWR|syscall.O_TRUNC, 0o644)
+		if err != nil {
+			return fmt.Errorf("create: %v", err)
+		}
+		_, err = cf.WriteAt(bytes.Repeat([]byte{byte(k)}, 1000+k%5000), 0)
+		cf.Close()
+		m.Forget(ce.ID, 1)
+		if err != nil {
+			return fmt.Errorf("write: %v", err)
+		}
+		if err := m.Rename(RootID, name+".tmp", RootID, name, 0); err != nil {
+			return fmt.Errorf("rename: %v", err)
+		}
+		if k%3 == 0 {
+			if err := m.Unlink(RootID, fmt.Sprint("churn", (k+4)%8)); err != nil && err != syscall.ENOENT {
+				return fmt.Errorf("unlink: %v", err)
+			}
+		}
 	}
 }
 

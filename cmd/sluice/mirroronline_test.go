@@ -106,6 +106,9 @@ echo "$i rounds"`, "writer", stop)
 	if !strings.Contains(stderr.String(), "mirror "+c+" joined the set") {
 		t.Errorf("the daemon's log does not say the mirror joined:\n%s", stderr)
 	}
+	if strings.Contains(stderr.String(), "DATA RACE") {
+		t.Errorf("the daemon (built with -race) found a data race:\n%s", stderr)
+	}
 	startMount(t, mnt, append(flags, "--mirror", a, "--mirror", b, "--mirror", c, mnt)...)
 	for _, m := range mirrorStats(t, mnt) {
 		if m.State != backing.Healthy {
