@@ -1034,17 +1034,14 @@ func (m *Mirror) movedTo(dir *mobj, name string) {
 	}
 }
 
-// opened makes the set's file of per-mirror files, of object o opened
-// with flags.
+// opened makes the set's file of per-mirror files (mirror.MaxMirrors of
+// them, nil where not open), of object o opened with flags.
 func (m *Mirror) opened(o *mobj, flags uint32, files []*File, ok []int) *File {
-	set := &fileSet{m: m, obj: o, flags: flags, files: make([]*File, mirror.MaxMirrors)}
+	set := &fileSet{m: m, obj: o, flags: flags, files: files}
 	for i, f := range files {
-		switch {
-		case f == nil:
-		case slices.Contains(ok, i):
-			set.files[i] = f
-		default:
+		if f != nil && !slices.Contains(ok, i) {
 			f.Close()
+			files[i] = nil
 		}
 	}
 	m.mu.Lock()
@@ -1087,7 +1084,7 @@ func (m *Mirror) create(parent ID, flags uint32, names bool, op func(t Tree, p I
 		defer end()
 	}
 	ents := make([]Entry, len(m.dirs))
-	files := make([]*File, len(m.dirs))
+	files := make([]*File, mirror.MaxMirrors) // the fileSet's (opened)
 	ok, err := m.fan(o, func(i int, p ID) (err error) {
 		ents[i], files[i], err = op(m.trees[i], p)
 		return err
@@ -1122,7 +1119,7 @@ func (m *Mirror) Open(id ID, flags uint32) (*File, error) {
 		}
 		defer end()
 	}
-	files := make([]*File, len(m.dirs))
+	files := make([]*File, mirror.MaxMirrors) // the fileSet's (opened)
 	ok, err := m.fan(o, func(i int, sub ID) (err error) {
 		files[i], err = m.trees[i].Open(sub, flags)
 		return err
@@ -1184,8 +1181,8 @@ func (m *Mirror) Close() error {
 
 func (m *Mirror) String() string { return strings.Join(m.Dirs(), ",") }
 
-// Dirs lists the set's mirrors, in order, those added since it opened
-// last.
+// Dirs lists the set's mirrors in order, those added while it serves
+// (AddMirror) last.
 func (m *Mirror) Dirs() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -1195,14 +1192,14 @@ func (m *Mirror) Dirs() []string {
 // fileSet is an open file of a mirror set: one file per mirror.
 type fileSet struct {
 	m     *Mirror
-	n     uint64  // its number among the set's opens (mirror.Read's File)
-	obj   *mobj   // the object open
-	flags uint32  // how, for opening it in a resynced mirror
-	files []*File // per mirror; nil where not open
-	// files are mirror.MaxMirrors wide, whatever the set's size: a mirror
-	// added to the set gets its place without the slice changing under
-	// the reads that index it without m.mu.
-	//
+	n     uint64 // its number among the set's opens (mirror.Read's File)
+	obj   *mobj  // the object open
+	flags uint32 // how, for opening it in a resynced mirror
+	// files are per mirror, nil where not open: mirror.MaxMirrors of
+	// them whatever the set's size, so that a mirror added to the set
+	// gets its place without the slice changing under the reads that
+	// index it without m.mu.
+	files []*File
 	// busy counts reads in flight (hedged and probing reads outlive the
 	// caller's); a close leaves the files to the last of them to close.
 	busy    int
