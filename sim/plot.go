@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +27,9 @@ type Panel struct {
 	Series [][]int64 // per line, bytes per bucket
 	Window int       // buckets averaged into each point
 	Marks  []Mark    // spans drawn over the lines: the syncs of a groups panel
+	// Latency says the lines are jobs' worst completion latencies per
+	// bucket (ns), drawn as the worst of each window, in milliseconds.
+	Latency bool
 }
 
 // Mark is a span of time drawn over a panel's lines, named.
@@ -36,12 +40,57 @@ type Mark struct {
 
 // Panels lays out the runs' time series for a plot: per run (a
 // configuration of --compare), one panel of its devices and one of its
-// groups, each split where it would hold more than MaxSeries lines, and
-// each averaged over the shortest window (of 1, 2, 5, 10, 20, 50 or 100
-// buckets) that leaves at most 100 points a line and in which no line
-// that moves reads as a sawtooth (at most a tenth of its windows empty
-// between its first and last bytes).
+// groups; then per group, one panel of its jobs' worst latencies, a line
+// per job and configuration, so that the runs compare on one scale (a
+// sync is left out: its groups panel marks it). Each is split where it
+// would hold more than MaxSeries lines, and each averaged over the
+// shortest window (of 1, 2, 5, 10, 20, 50 or 100 buckets) that leaves at
+// most 100 points a line and in which no line that moves reads as a
+// sawtooth (at most a tenth of its windows empty between its first and
+// last bytes).
 func Panels(runs []*Result) []Panel {
+	out := throughputPanels(runs)
+	var groups []string
+	lines := map[string][]string{}
+	series := map[string][][]int64{}
+	for _, res := range runs {
+		for _, j := range res.Jobs {
+			if j.RW == "sync" || j.IOs == 0 {
+				continue
+			}
+			if _, ok := lines[j.Group]; !ok {
+				groups = append(groups, j.Group)
+			}
+			label := j.Name
+			if res.Config != "" {
+				label = res.Config + ", " + j.Name
+			}
+			lines[j.Group] = append(lines[j.Group], label)
+			series[j.Group] = append(series[j.Group], j.Worst)
+		}
+	}
+	for _, g := range groups {
+		out = append(out, split("worst latency: "+g, lines[g], series[g], true)...)
+	}
+	return out
+}
+
+// split makes the panels of one title's lines, at most MaxSeries a panel.
+func split(title string, labels []string, series [][]int64, latency bool) []Panel {
+	var out []Panel
+	for i := 0; i < len(series); i += MaxSeries {
+		j := min(i+MaxSeries, len(series))
+		t := title
+		if len(series) > MaxSeries {
+			t = fmt.Sprintf("%s (%d-%d of %d)", title, i+1, j, len(series))
+		}
+		out = append(out, Panel{Title: t, Labels: labels[i:j], Series: series[i:j], Window: window(series[i:j]), Latency: latency})
+	}
+	return out
+}
+
+// throughputPanels are Panels' panels of devices and groups.
+func throughputPanels(runs []*Result) []Panel {
 	var out []Panel
 	for _, res := range runs {
 		for _, kind := range []struct{ prefix, name string }{{"device ", "devices"}, {"group ", "groups"}} {
@@ -56,18 +105,11 @@ func Panels(runs []*Result) []Panel {
 			if res.Config != "" {
 				title = res.Config + ": " + kind.name
 			}
-			for i := 0; i < len(series); i += MaxSeries {
-				j := min(i+MaxSeries, len(series))
-				t := title
-				if len(series) > MaxSeries {
-					t = fmt.Sprintf("%s (%d-%d of %d)", title, i+1, j, len(series))
-				}
-				pn := Panel{Title: t, Labels: labels[i:j], Series: series[i:j], Window: window(series[i:j])}
-				if kind.name == "groups" && i == 0 {
-					pn.Marks = syncs(res)
-				}
-				out = append(out, pn)
+			pns := split(title, labels, series, false)
+			if kind.name == "groups" && len(pns) > 0 {
+				pns[0].Marks = syncs(res)
 			}
+			out = append(out, pns...)
 		}
 	}
 	return out
@@ -176,11 +218,16 @@ func SavePlot(file, title string, runs []*Result) error {
 		p.Title.Text = pn.Title
 		p.X.Label.Text = "time (s)"
 		p.Y.Label.Text = fmt.Sprintf("MiB/s (mean over %d ms)", pn.Window*int(bucket/1e6))
+		pts := points
+		if pn.Latency {
+			p.Y.Label.Text = fmt.Sprintf("ms (worst in %d ms)", pn.Window*int(bucket/1e6))
+			pts = worstPoints
+		}
 		p.Y.Min = 0
 		legend := plot.NewLegend()
 		top := 0.0
 		for k, s := range pn.Series {
-			line, err := plotter.NewLine(points(s, pn.Window))
+			line, err := plotter.NewLine(pts(s, pn.Window))
 			if err != nil {
 				return fmt.Errorf("plot: %v", err)
 			}
@@ -189,7 +236,7 @@ func SavePlot(file, title string, runs []*Result) error {
 			line.Width = vg.Points(1.5)
 			p.Add(line)
 			legend.Add(pn.Labels[k], line)
-			for _, pt := range points(s, pn.Window) {
+			for _, pt := range pts(s, pn.Window) {
 				top = max(top, pt.Y)
 			}
 		}
@@ -232,6 +279,18 @@ func points(s []int64, w int) plotter.XYs {
 			t += b
 		}
 		pts = append(pts, plotter.XY{X: (float64(i) + float64(j-i)/2) * secs, Y: float64(t) / (float64(j-i) * secs) / (1 << 20)})
+	}
+	return pts
+}
+
+// worstPoints is the largest of s over windows of w buckets, from ns to
+// ms, at each window's middle.
+func worstPoints(s []int64, w int) plotter.XYs {
+	var pts plotter.XYs
+	secs := float64(bucket) / 1e9
+	for i := 0; i < len(s); i += w {
+		j := min(i+w, len(s))
+		pts = append(pts, plotter.XY{X: (float64(i) + float64(j-i)/2) * secs, Y: float64(slices.Max(s[i:j])) / 1e6})
 	}
 	return pts
 }

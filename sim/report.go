@@ -34,6 +34,9 @@ type JobResult struct {
 	RuntimeNs       int64 // first request to last completion
 	StartNs         int64 // the first request, virtual ns
 	Clat            Latency
+	// Worst is, per bucket of the run's time series, the longest
+	// completion latency of the requests that completed in it (ns).
+	Worst []int64
 }
 
 // Latency summarises completion latencies in nanoseconds.
@@ -97,6 +100,11 @@ func (r *runner) result() *Result {
 		res.Devices = append(res.Devices, DeviceResult{Name: d.Name, ModelStats: d.Stats})
 	}
 	n := int(end/bucket) + 1
+	for i, j := range r.jobs {
+		w := make([]int64, n)
+		copy(w, j.worst)
+		res.Jobs[i].Worst = w
+	}
 	for i, name := range r.names {
 		s := append([]int64(nil), r.series[i]...)
 		for len(s) < n {

@@ -6,6 +6,7 @@ import (
 	"html"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,8 +73,9 @@ func TestShippedScenarios(t *testing.T) {
 }
 
 // checkPlot renders the runs' plot and checks its layout: per run (a
-// configuration), a panel of devices and one of groups, each of at most
-// MaxSeries lines with plain names, each panel's title in the picture.
+// configuration), a panel of devices and one of groups, and per group one
+// of its jobs' worst latencies in every run, each of at most MaxSeries
+// lines with plain names, each panel's title in the picture.
 func checkPlot(t *testing.T, sc *Scenario, runs []*Result) {
 	t.Helper()
 	panels := Panels(runs)
@@ -90,8 +92,29 @@ func checkPlot(t *testing.T, sc *Scenario, runs []*Result) {
 			want += (n[k] + MaxSeries - 1) / MaxSeries
 		}
 	}
+	jobs := map[string]int{}
+	for _, res := range runs {
+		for _, j := range res.Jobs {
+			if j.RW != "sync" && j.IOs > 0 {
+				jobs[j.Group]++
+			}
+		}
+	}
+	for _, n := range jobs {
+		want += (n + MaxSeries - 1) / MaxSeries
+	}
 	if len(panels) != want {
-		t.Errorf("%d panels for %d runs, want %d (devices and groups of each)", len(panels), len(runs), want)
+		t.Errorf("%d panels for %d runs, want %d (devices and groups of each, and the latencies of each group's jobs)", len(panels), len(runs), want)
+	}
+	for _, p := range panels {
+		if !p.Latency {
+			continue
+		}
+		for k, s := range p.Series {
+			if slices.Max(s) == 0 {
+				t.Errorf("panel %q: line %q has no latency", p.Title, p.Labels[k])
+			}
+		}
 	}
 	file := filepath.Join(t.TempDir(), "plot.svg")
 	if err := SavePlot(file, sc.Name, runs); err != nil {

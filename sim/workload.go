@@ -59,6 +59,7 @@ type jobRun struct {
 	ios     int64
 	shorts  int64
 	clat    hist
+	worst   []int64 // per bucket, the longest completion latency (ns)
 	first   int64
 	last    int64
 	end     int64 // runtime end, absolute
@@ -173,6 +174,11 @@ func (r *runner) finished(c *call) {
 	r.busy = r.now
 	j.ios++
 	j.clat.add(r.now - c.start)
+	b := int(r.now / bucket)
+	for len(j.worst) <= b {
+		j.worst = append(j.worst, 0)
+	}
+	j.worst[b] = max(j.worst[b], r.now-c.start)
 	if j.first == 0 {
 		j.first = c.start
 	}
