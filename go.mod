@@ -8,15 +8,18 @@ require (
 	github.com/gdamore/tcell/v2 v2.13.10
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/rivo/tview v0.42.0
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
 	golang.org/x/sys v0.50.0
+	golang.org/x/term v0.37.0
 	gonum.org/v1/plot v0.17.0
 )
 
 require (
 	github.com/gdamore/encoding v1.0.1 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/lucasb-eyer/go-colorful v1.3.0 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
-	golang.org/x/term v0.37.0 // indirect
 )
 
 require (

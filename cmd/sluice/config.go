@@ -1,13 +1,14 @@
 package main
 
 import (
-	"flag"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/spf13/pflag"
 
 	"sluice/tomlpos"
 )
@@ -64,7 +65,7 @@ type configGroup struct {
 
 // loadConfig reads and checks the structure of a config file for the
 // mount flags fs; the values are checked as flags are, by apply.
-func loadConfig(path string, fs *flag.FlagSet) (*config, error) {
+func loadConfig(path string, fs *pflag.FlagSet) (*config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: %v", path, err)
@@ -270,14 +271,17 @@ func (c *config) loadGroups(md toml.MetaData, v any) error {
 // not give, and returns the file's groups and limits merged with the
 // command line's (o's), and the positional arguments completed from the
 // file.
-func (c *config) apply(fs *flag.FlagSet, o *mountOpts, pos []string) ([]string, error) {
+func (c *config) apply(fs *pflag.FlagSet, o *mountOpts, pos []string) ([]string, error) {
 	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fs.VisitAll(func(f *pflag.Flag) { given[f.Name] = f.Changed })
 	for _, f := range c.flags {
 		if given[f.name] {
 			continue
 		}
 		if err := fs.Set(f.name, f.value); err != nil {
+			if cause := errors.Unwrap(err); cause != nil {
+				err = cause // what the value's Set said, without pflag's "invalid argument"
+			}
 			return nil, fmt.Errorf("%s:%d: %s: %q: %s", c.path, f.line, f.name, f.value, flagWant(fs.Lookup(f.name), err.Error()))
 		}
 		c.lines[f.name] = f.line

@@ -49,7 +49,7 @@ func TestConfigFileErrors(t *testing.T) {
 
 	// SOURCE on the command line wins over the file's mirrors.
 	os.WriteFile(path, []byte("mirrors = [\"/a\", \"/b\"]\n"), 0o644)
-	opts, _, err := commandOptions([]string{"--config", path, "/s", "/m"}, io.Discard, io.Discard)
+	opts, _, err := commandOptions([]string{"--config", path, "/s", "/m"}, io.Discard)
 	if err != nil || opts.Source != "/s" || len(opts.Mirrors) != 0 {
 		t.Errorf("SOURCE MOUNTPOINT on the command line with mirrors in the file: %+v, %v", opts, err)
 	}

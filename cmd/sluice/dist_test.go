@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // TestSystemdUnit: dist/sluice@.service passes systemd-analyze verify. The
@@ -41,49 +42,104 @@ func TestSystemdUnit(t *testing.T) {
 	}
 }
 
-// TestCompletion: the bash script completes commands, every flag of a
-// command, and flag values, when bash runs it.
-func TestCompletion(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("skipping: no bash")
+// completionScript writes sluice's completion script for shell to a file
+// and returns its path, and the environment in which the script finds
+// sluice (this test binary, acting as the command) to ask it what to
+// complete.
+func completionScript(t *testing.T, shell string) (path string, env []string) {
+	t.Helper()
+	var out, errb strings.Builder
+	if code := run([]string{"completion", shell}, &out, &errb); code != 0 {
+		t.Fatalf("sluice completion %s: exit %d\n%s", shell, code, errb.String())
 	}
-	script := filepath.Join(t.TempDir(), "sluice.bash")
-	if err := os.WriteFile(script, []byte(bashCompletion()), 0o644); err != nil {
+	dir := t.TempDir()
+	path = filepath.Join(dir, "sluice."+shell)
+	if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	complete := func(words ...string) string {
-		t.Helper()
-		prog := "source " + script + "; COMP_WORDS=("
-		for _, w := range words {
-			prog += "'" + w + "' "
-		}
-		prog += fmt.Sprintf("); COMP_CWORD=%d; _sluice; echo \"${COMPREPLY[*]}\"", len(words)-1)
-		out, err := exec.Command(bash, "-c", prog).CombinedOutput()
-		if err != nil {
-			t.Fatalf("bash: %v\n%s", err, out)
-		}
-		return strings.TrimSpace(string(out))
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o755)
+	wrapper := "#!/bin/sh\nSLUICE_AS_MAIN=1 exec '" + os.Args[0] + "' \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "sluice"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if got := complete("sluice", "re"); got != "resync reload" {
+	return path, append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+}
+
+// bashCompletion is where the bash-completion package keeps the
+// functions cobra's bash script calls (_init_completion, _filedir).
+const bashCompletion = "/usr/share/bash-completion/bash_completion"
+
+// bashComplete returns what the bash script completes the last of words
+// with, as bash calls it when TAB is pressed at the end of the line.
+func bashComplete(t *testing.T, script string, env []string, words ...string) []string {
+	t.Helper()
+	if _, err := os.Stat(bashCompletion); err != nil {
+		t.Skipf("skipping: no %s (apt-get install bash-completion)", bashCompletion)
+	}
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = "'" + w + "'"
+	}
+	line := strings.Join(words, " ")
+	// compopt works only while bash completes a line typed at a terminal:
+	// here it is a function, which the script finds is no builtin and
+	// leaves alone.
+	prog := fmt.Sprintf("source %s; source %s; compopt() { :; }; unset COLUMNS; COMP_WORDS=(%s); COMP_CWORD=%d; COMP_LINE='%s'; COMP_POINT=%d; __start_sluice; printf '%%s\\n' \"${COMPREPLY[@]}\"",
+		bashCompletion, script, strings.Join(quoted, " "), len(words)-1, line, len(line))
+	cmd := exec.Command("bash", "-c", prog)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	return strings.Fields(strings.TrimSpace(string(out)))
+}
+
+// sorted returns words sorted, for comparing sets of completions.
+func sorted(words []string) string {
+	words = slices.Clone(words)
+	slices.Sort(words)
+	return strings.Join(words, " ")
+}
+
+// TestCompletion: the bash script completes commands, every flag of a
+// command, and flag values, when bash runs it; the zsh script loads in
+// zsh.
+func TestCompletion(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("skipping: no bash")
+	}
+	script, env := completionScript(t, "bash")
+	complete := func(words ...string) []string {
+		t.Helper()
+		return bashComplete(t, script, env, words...)
+	}
+	if got := sorted(complete("sluice", "re")); got != "reload resync" {
 		t.Errorf("commands for 're': %q", got)
 	}
-	if got := complete("sluice", "mount", "--read"); got != "--read-only --read-policy --readahead --readahead-budget" {
+	if got := sorted(complete("sluice", "mount", "--read")); got != "--read-only --read-policy --readahead --readahead-budget" {
 		t.Errorf("mount flags for '--read': %q", got)
 	}
-	if got := complete("sluice", "mount", "--read-policy", ""); got != "adaptive pid roundrobin latency" {
+	if got := strings.Join(complete("sluice", "mount", "--read-policy", ""), " "); got != "adaptive pid roundrobin latency" {
 		t.Errorf("read policies: %q", got)
 	}
+	if got := sorted(complete("sluice", "mount", "--cache-mode", "")); got != "auto direct kernel" {
+		t.Errorf("cache modes: %q", got)
+	}
+	if got := sorted(complete("sluice", "completion", "")); got != "bash fish zsh" {
+		t.Errorf("completion's shells: %q", got)
+	}
 	mount, _ := mountFlags()
-	all := " " + complete("sluice", "mount", "--") + " "
-	mount.VisitAll(func(f *flag.Flag) {
+	all := " " + strings.Join(complete("sluice", "mount", "--"), " ") + " "
+	mount.VisitAll(func(f *pflag.Flag) {
 		if !strings.Contains(all, " --"+f.Name+" ") {
 			t.Errorf("--%s is not completed", f.Name)
 		}
 	})
 	var out strings.Builder
-	if err := cmdCompletion([]string{"zsh"}, &out, io.Discard); err != nil || !strings.HasPrefix(out.String(), "#compdef sluice") {
-		t.Errorf("zsh completion: %v\n%.100s", err, out.String())
+	if code := run([]string{"completion", "zsh"}, &out, io.Discard); code != 0 || !strings.HasPrefix(out.String(), "#compdef sluice") {
+		t.Errorf("zsh completion: exit %d\n%.100s", code, out.String())
 	}
 	if zsh, err := exec.LookPath("zsh"); err == nil {
 		if b, err := exec.Command(zsh, "-n", "-c", out.String()).CombinedOutput(); err != nil {
@@ -94,6 +150,23 @@ func TestCompletion(t *testing.T) {
 			t.Errorf("loading the zsh completion: %v\n%s", err, b)
 		}
 	}
+	var errb strings.Builder
+	if code := run([]string{"completion", "tcsh"}, io.Discard, &errb); code != 2 || !strings.Contains(errb.String(), `want bash, zsh or fish, got "tcsh"`) {
+		t.Errorf("completion tcsh: exit %d\n%s", code, errb.String())
+	}
+}
+
+// TestSluiceMounts: the mount points completed are those of sluice mounts
+// in /proc/self/mounts, with the octal escapes of spaces undone.
+func TestSluiceMounts(t *testing.T) {
+	mounts := `proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0
+/srv/a /mnt/a fuse.sluice rw,nosuid,nodev,relatime,user_id=0,group_id=0,allow_other 0 0
+/srv/b /mnt/with\040space\134 fuse.sluice rw,nosuid,nodev 0 0
+sshfs#x /mnt/c fuse.sshfs rw 0 0
+`
+	if got := sluiceMounts(mounts); !slices.Equal(got, []string{"/mnt/a", `/mnt/with space\`}) {
+		t.Errorf("sluiceMounts: %q", got)
+	}
 }
 
 // TestCompletionMounts: bash and fish complete the mount points of running
@@ -103,29 +176,15 @@ func TestCompletionMounts(t *testing.T) {
 	needMount(t)
 	_, src, mnt := srcMnt(t)
 	startMount(t, mnt, "mount", src, mnt)
-	dir := t.TempDir()
-	bashScript, fishScript := filepath.Join(dir, "sluice.bash"), filepath.Join(dir, "sluice.fish")
-	os.WriteFile(bashScript, []byte(bashCompletion()), 0o644)
-	os.WriteFile(fishScript, []byte(fishCompletion()), 0o644)
-	bash := func(words ...string) string {
-		t.Helper()
-		prog := "source " + bashScript + "; COMP_WORDS=("
-		for _, w := range words {
-			prog += "'" + w + "' "
-		}
-		prog += fmt.Sprintf("); COMP_CWORD=%d; _sluice; printf '%%s\\n' \"${COMPREPLY[@]}\"", len(words)-1)
-		out, err := exec.Command("bash", "-c", prog).CombinedOutput()
-		if err != nil {
-			t.Fatalf("bash: %v\n%s", err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	for _, words := range [][]string{{"sluice", "stat", ""}, {"sluice", "top", "--interval", "2s", ""}, {"sluice", "exec", "--mount", ""}} {
-		if got := strings.Split(bash(words...), "\n"); !slices.Contains(got, mnt) {
+	bashScript, env := completionScript(t, "bash")
+	for _, words := range [][]string{{"sluice", "stat", ""}, {"sluice", "top", "--interval", "2s", ""}, {"sluice", "exec", "--mount", ""}, {"sluice", "reload", ""}} {
+		if got := bashComplete(t, bashScript, env, words...); !slices.Contains(got, mnt) {
 			t.Errorf("bash completes %q with %q, want the mount point %s among them", words, got, mnt)
 		}
 	}
-	if got := bash("sluice", "set", mnt, "read-policy=r"); got != "read-policy=roundrobin" {
+	// bash completes the word after the '=' (a word break of its own), so
+	// the script answers with the rest of read-policy=roundrobin.
+	if got := bashComplete(t, bashScript, env, "sluice", "set", mnt, "read-policy=r"); !slices.Equal(got, []string{"roundrobin"}) {
 		t.Errorf("bash completes set's read policy with %q", got)
 	}
 	fish, err := exec.LookPath("fish")
@@ -133,9 +192,12 @@ func TestCompletionMounts(t *testing.T) {
 		t.Log("no fish to load its completion in")
 		return
 	}
+	fishScript, env := completionScript(t, "fish")
 	complete := func(line string) []string {
 		t.Helper()
-		out, err := exec.Command(fish, "--no-config", "-c", "source "+fishScript+"; complete -C '"+line+"'").CombinedOutput()
+		cmd := exec.Command(fish, "--no-config", "-c", "source "+fishScript+"; complete -C '"+line+"'")
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("fish: %v\n%s", err, out)
 		}
@@ -150,6 +212,9 @@ func TestCompletionMounts(t *testing.T) {
 	}
 	if got := complete("sluice stat "); !slices.Contains(got, mnt) {
 		t.Errorf("fish completes 'sluice stat ' with %q, want %s among them", got, mnt)
+	}
+	if got := complete("sluice set " + mnt + " read-policy="); !slices.Contains(got, "read-policy=roundrobin") {
+		t.Errorf("fish completes set's read policy with %q", got)
 	}
 	if got := complete("sluice mount --read-policy "); !slices.Contains(got, "roundrobin") {
 		t.Errorf("fish completes --read-policy with %q", got)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,16 +9,14 @@ import (
 	"os/exec"
 	"syscall"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"sluice/control"
 	"sluice/group"
 )
 
-func execFlags() (*flag.FlagSet, *string, *string) {
-	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
-	mount := fs.String("mount", "", "the mount point whose throttle charges the command (required)")
-	name := fs.String("group", "", "the group the command's I/O through that mount is charged to (required)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sluice exec --mount MOUNTPOINT --group NAME -- CMD [ARGS...]
+const execHelp = `Usage: sluice exec --mount MOUNTPOINT --group NAME -- CMD [ARGS...]
 
 Runs CMD so that its reads and writes through MOUNTPOINT, and those of every
 process it starts, are charged to group NAME, ahead of any --group rule, with
@@ -32,34 +29,41 @@ process that leaves the command's process tree leaves the group. The
 group's limits are set as for any group (mount --limit, sluice set). Only
 the user who mounted (normally root) may do it.
   sluice exec --mount /mnt/data --group batch -- rsync -a /mnt/data/src/ /backup/
+`
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
+func execFlags() (*pflag.FlagSet, *string, *string) {
+	fs := newFlagSet("exec")
+	mount := fs.String("mount", "", "the mount point whose throttle charges the command (required)")
+	name := fs.String("group", "", "the group the command's I/O through that mount is charged to (required)")
+	flagDoc(fs, "", map[string]string{"mount": "MOUNTPOINT", "group": "NAME"})
 	return fs, mount, name
 }
 
-func cmdExec(args []string, stdout, stderr io.Writer) error {
+// execCommand is sluice exec. Its flags end at the command: what follows
+// is the command's own.
+func execCommand(stderr io.Writer) *cobra.Command {
 	fs, mount, name := execFlags()
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return helpFor(fs, stdout, err)
-		}
-		return usageError{err}
-	}
-	cmd := fs.Args()
+	c := command("exec --mount MOUNTPOINT --group NAME -- CMD [ARGS...]", "run CMD with its I/O through a mount charged to a group", execHelp, fs, func(cmd []string) error {
+		return cmdExec(*mount, *name, cmd, stderr)
+	})
+	c.Flags().SetInterspersed(false)
+	c.RegisterFlagCompletionFunc("mount", completeMount)
+	c.RegisterFlagCompletionFunc("group", cobra.NoFileCompletions)
+	return c
+}
+
+// cmdExec becomes cmd, charged to group name of mount.
+func cmdExec(mount, name string, cmd []string, stderr io.Writer) error {
 	switch {
-	case *mount == "":
+	case mount == "":
 		return usagef("--mount is required: the mount point whose throttle charges the command")
-	case *name == "":
+	case name == "":
 		return usagef("--group is required: the group the command is charged to")
 	case len(cmd) == 0:
 		return usagef("want a command after the flags (sluice exec --mount M --group G -- CMD ARGS...)")
 	}
-	if err := group.ValidName(*name); err != nil {
-		return usagef("--group %s: %v", *name, err)
+	if err := group.ValidName(name); err != nil {
+		return usagef("--group %s: %v", name, err)
 	}
 	path, err := exec.LookPath(cmd[0])
 	if err != nil {
@@ -74,9 +78,9 @@ func cmdExec(args []string, stdout, stderr io.Writer) error {
 		_, err = group.EnterCgroup(pid, start)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice exec: warning: the command gets no cgroup of its own (%v): a process it starts that leaves its process tree (setsid, a daemon re-parented to init) is not charged to %s\n", err, *name)
+		fmt.Fprintf(stderr, "sluice exec: warning: the command gets no cgroup of its own (%v): a process it starts that leaves its process tree (setsid, a daemon re-parented to init) is not charged to %s\n", err, name)
 	}
-	if err := control.Tag(*mount, pid, *name); err != nil {
+	if err := control.Tag(mount, pid, name); err != nil {
 		return err
 	}
 	return notRun(cmd[0], syscall.Exec(path, cmd, os.Environ()))

@@ -108,7 +108,7 @@ func fstabArgs(args []string) (mount []string, fake bool, err error) {
 					return nil, false, usagef("-o %s: unknown option; want a mount flag's name (sluice help mount) or a generic mount option", o)
 				}
 				if !hasValue {
-					if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !bf.IsBoolFlag() {
+					if f.NoOptDefVal == "" {
 						return nil, false, usagef("-o %s: --%s needs a value (%s=VALUE)", o, name, key)
 					}
 					mount = append(mount, "--"+name)
@@ -145,7 +145,7 @@ func cmdFstab(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// Check everything the command line would, with its messages.
-	opts, _, err := commandOptions(margs, io.Discard, io.Discard)
+	opts, _, err := commandOptions(margs, io.Discard)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func FuzzConfig(f *testing.F) {
 		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		commandOptions([]string{"--config", p}, io.Discard, io.Discard)
+		commandOptions([]string{"--config", p}, io.Discard)
 	})
 }
 
@@ -41,6 +41,6 @@ func FuzzFstab(f *testing.F) {
 		if err != nil {
 			return
 		}
-		commandOptions(args, io.Discard, io.Discard)
+		commandOptions(args, io.Discard)
 	})
 }

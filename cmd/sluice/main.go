@@ -4,15 +4,14 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime/debug"
 	"strings"
-	"time"
+
+	"github.com/spf13/pflag"
 )
 
 const usage = `sluice: precise per-tenant I/O limits in front of any directory.
@@ -28,12 +27,14 @@ Usage:
   sluice mirror add MOUNTPOINT DIR         add DIR to a mirror set while it serves
   sluice reload MOUNTPOINT                 apply a mount's changed config file (or SIGHUP)
   sluice exec --mount M --group G -- CMD   run CMD with its I/O through M charged to G
-  sluice completion bash|zsh               a shell completion script
+  sluice completion bash|zsh|fish          a shell completion script
   sluice sim [flags] SCENARIO.toml         run a scenario on virtual time
   sluice version                           the build's module version and VCS revision
   sluice help [COMMAND]                    this text, or a command's flags
 
-Run 'sluice help mount' for the limit and group syntax.
+Flags are spelled --name VALUE or --name=VALUE, before or after the
+arguments; -- ends them. Run 'sluice help COMMAND' (or sluice COMMAND --help)
+for a command's flags, and 'sluice help mount' for the limit and group syntax.
 `
 
 func main() {
@@ -58,9 +59,6 @@ func runFstab(args []string, stdout, stderr io.Writer) int {
 	return 32
 }
 
-// commands are the subcommands, as help and completions list them.
-var commands = []string{"mount", "stat", "top", "set", "resync", "mirror", "reload", "exec", "sim"}
-
 // run executes one command line and returns the exit status: 0 on success,
 // 1 when the command failed, 2 for a usage error.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -68,112 +66,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	var err error
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "mount":
-		err = cmdMount(rest, stdout, stderr)
-	case "stat":
-		err = cmdStat(rest, stdout, stderr)
-	case "set":
-		err = cmdSet(rest, stdout, stderr)
-	case "resync":
-		err = cmdResync(rest, stdout, stderr)
-	case "mirror":
-		err = cmdMirror(rest, stdout, stderr)
-	case "reload":
-		err = cmdReload(rest, stdout, stderr)
-	case "exec":
-		err = cmdExec(rest, stdout, stderr)
-	case "completion":
-		err = cmdCompletion(rest, stdout, stderr)
-	case "top":
-		err = cmdTop(rest, stdout, stderr)
-	case "sim":
-		err = cmdSim(rest, stdout, stderr)
-	case "version", "--version":
-		err = cmdVersion(rest, stdout)
-	case "help", "-h", "-help", "--help":
-		return cmdHelp(rest, stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
-		return 2
+	root := newRoot(args, stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	name := "sluice" // the command's path: sluice mirror add
+	if cmd != nil {
+		name = cmd.CommandPath()
 	}
 	var ue usageError
 	var xe exitError
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
 	case errors.As(err, &xe):
-		fmt.Fprintf(stderr, "sluice %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return xe.code
+	case errors.As(err, &ue) && name == "sluice":
+		fmt.Fprintf(stderr, "sluice: %v\n\n%s", err, usage)
+		return 2
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "sluice %s: %v\nRun 'sluice help %s' for usage.\n", args[0], err, args[0])
+		fmt.Fprintf(stderr, "%s: %v\nRun 'sluice help %s' for usage.\n", name, err, strings.TrimPrefix(name, "sluice "))
 		return 2
 	default:
-		fmt.Fprintf(stderr, "sluice %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1
 	}
 }
-
-func cmdHelp(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stdout, usage)
-		return 0
-	}
-	var fs *flag.FlagSet
-	switch args[0] {
-	case "completion":
-		fmt.Fprint(stdout, completionHelp)
-		return 0
-	case "help":
-		fmt.Fprint(stdout, helpHelp)
-		return 0
-	case "version":
-		fmt.Fprint(stdout, versionHelp)
-		return 0
-	case "mount":
-		fs, _ = mountFlags()
-	case "stat":
-		fs, _, _ = statFlags()
-	case "set":
-		fs = setFlags()
-	case "resync":
-		fs, _, _ = resyncFlags()
-	case "mirror":
-		fs, _, _ = mirrorFlags()
-	case "reload":
-		fs = reloadFlags()
-	case "exec":
-		fs, _, _ = execFlags()
-	case "top":
-		fs, _, _ = topFlags()
-	case "sim":
-		fs, _ = simFlags()
-	default:
-		fmt.Fprintf(stderr, "sluice help: unknown command %q\n", args[0])
-		return 2
-	}
-	fs.SetOutput(stdout)
-	fs.Usage()
-	return 0
-}
-
-const helpHelp = `Usage: sluice help [COMMAND]
-
-Prints the overview of sluice's commands, or with COMMAND that command's
-usage and flags.
-  sluice help mount
-`
-
-const versionHelp = `Usage: sluice version
-
-Prints the version of the sluice module the binary was built from, the
-VCS revision and its time, whether the tree held uncommitted changes, and
-the Go version, as the build recorded them.
-  sluice version
-`
 
 // cmdVersion prints what the build recorded of itself.
 func cmdVersion(args []string, stdout io.Writer) error {
@@ -221,83 +139,97 @@ type usageError struct{ error }
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 // parse parses flags anywhere on the command line (flags may follow the
-// positional arguments) and returns the positional arguments.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+// positional arguments; all after -- are positional) and returns the
+// positional arguments. It serves the command lines sluice reads again
+// or builds itself (reload, the mount helper); cobra parses the others
+// with the same flag sets.
+func parse(fs *pflag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageError{flagError(fs, err)}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		return nil, usageError{flagError(fs, err, args)}
 	}
+	return fs.Args(), nil
 }
 
-// The flag package's errors, as fs.Parse returns them.
-var (
-	flagUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
-	flagInvalid   = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-+([^:]+): (.*)$`)
-	flagNoValue   = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
-)
-
-// flagError rewrites an error of fs.Parse so that it names the flag as
-// it is written (--name), the value given, and what the flag takes; an
+// flagError rewrites an error of parsing flags so that it names the flag
+// as it is written (--name), the value given, and what the flag takes; an
 // unknown flag gets the nearest known one, if one is close.
-func flagError(fs *flag.FlagSet, err error) error {
-	msg := err.Error()
-	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
-		if near := nearestFlag(fs, m[1]); near != "" {
-			return fmt.Errorf("unknown flag --%s; did you mean --%s?", m[1], near)
+// args is the command line, where a flag with one dash is found whole
+// (pflag reports only the letters from the first one it did not know).
+func flagError(fs *pflag.FlagSet, err error, args []string) error {
+	var (
+		unknown *pflag.NotExistError
+		noValue *pflag.ValueRequiredError
+		invalid *pflag.InvalidValueError
+		syntax  *pflag.InvalidSyntaxError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		if short := unknown.GetSpecifiedShortnames(); short != "" {
+			// -json: a long flag with one dash, read as -j -s -o -n.
+			short, _, _ = strings.Cut(short, "=")
+			short = singleDash(args, short)
+			if f := fs.Lookup(short); f != nil {
+				return fmt.Errorf("unknown flag -%s; did you mean --%s? (flags take two dashes)", short, f.Name)
+			}
+			if near := nearestFlag(fs, short); near != "" {
+				return fmt.Errorf("unknown flag -%s; did you mean --%s? (flags take two dashes)", short, near)
+			}
+			return fmt.Errorf("unknown flag -%s (flags take two dashes: --name or --name=value)", short)
 		}
-		return fmt.Errorf("unknown flag --%s", m[1])
-	}
-	if m := flagNoValue.FindStringSubmatch(msg); m != nil {
-		if f := fs.Lookup(m[1]); f != nil {
-			return fmt.Errorf("--%s needs a value: %s", m[1], flagWant(f, ""))
+		name := unknown.GetSpecifiedName()
+		if near := nearestFlag(fs, name); near != "" {
+			return fmt.Errorf("unknown flag --%s; did you mean --%s?", name, near)
 		}
-		return fmt.Errorf("--%s needs a value", m[1])
-	}
-	if m := flagInvalid.FindStringSubmatch(msg); m != nil {
-		if f := fs.Lookup(m[2]); f != nil {
-			return fmt.Errorf("--%s %s: %s", m[2], m[1], flagWant(f, m[3]))
+		return fmt.Errorf("unknown flag --%s", name)
+	case errors.As(err, &noValue):
+		f := noValue.GetFlag()
+		return fmt.Errorf("--%s needs a value: %s", f.Name, flagWant(f, ""))
+	case errors.As(err, &invalid):
+		f := invalid.GetFlag()
+		why := ""
+		if cause := errors.Unwrap(invalid); cause != nil {
+			why = cause.Error()
 		}
-	}
-	if rest, ok := strings.CutPrefix(msg, "bad flag syntax: "); ok {
-		return fmt.Errorf("%s: not a flag (flags are --name or --name=value)", rest)
+		return fmt.Errorf("--%s %q: %s", f.Name, invalid.GetValue(), flagWant(f, why))
+	case errors.As(err, &syntax):
+		return fmt.Errorf("%s: not a flag (flags are --name or --name=value)", syntax.GetSpecifiedFlag())
 	}
 	return err
 }
 
-// flagWant says what flag f takes; why is what its Set said of a value,
-// used when the flag's type has nothing plainer to say.
-func flagWant(f *flag.Flag, why string) string {
-	switch v := f.Value.(type) {
-	case *sizeFlag:
-		return "want a size such as 128KiB or 1.5GiB (k K KiB M MiB G GiB T TiB are powers of 1024; kB MB GB TB powers of 1000)"
-	case *onOff:
-		return "want on or off"
-	case flag.Getter:
-		switch v.Get().(type) {
-		case time.Duration:
-			return "want a duration such as 5ms, 250ms or 2s (a number with a unit: ns, us, ms, s, m, h)"
-		case bool:
-			return fmt.Sprintf("want true or false (--%s alone is true)", f.Name)
-		case int, int64, uint, uint64:
-			return "want a whole number"
+// singleDash returns the flag of args, written with one dash, whose
+// letters end with short, without its dash and value; short if none does.
+func singleDash(args []string, short string) string {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, _, _ := strings.Cut(a, "=")
+		if len(name) > 1 && name[0] == '-' && name[1] != '-' && strings.HasSuffix(name, short) {
+			return name[1:]
 		}
 	}
-	if why != "" && why != "parse error" {
+	return short
+}
+
+// flagWant says what flag f takes; why is what its Set said of a value,
+// used when the flag's type has nothing plainer to say.
+func flagWant(f *pflag.Flag, why string) string {
+	switch f.Value.Type() {
+	case sizeType:
+		return "want a size such as 128KiB or 1.5GiB (k K KiB M MiB G GiB T TiB are powers of 1024; kB MB GB TB powers of 1000)"
+	case onOffType:
+		return "want on or off"
+	case "duration":
+		return "want a duration such as 5ms, 250ms or 2s (a number with a unit: ns, us, ms, s, m, h)"
+	case "bool":
+		return fmt.Sprintf("want true or false (--%s alone is true)", f.Name)
+	case "int", "int64", "uint", "uint64":
+		return "want a whole number"
+	}
+	if why != "" {
 		return why
 	}
 	return "see sluice help"
@@ -305,9 +237,9 @@ func flagWant(f *flag.Flag, why string) string {
 
 // nearestFlag returns the name of fs's flag nearest to name, if it is at
 // most 2 edits away.
-func nearestFlag(fs *flag.FlagSet, name string) string {
+func nearestFlag(fs *pflag.FlagSet, name string) string {
 	best, bestD := "", 3
-	fs.VisitAll(func(f *flag.Flag) {
+	fs.VisitAll(func(f *pflag.Flag) {
 		if d := editDistance(name, f.Name); d < bestD {
 			best, bestD = f.Name, d
 		}
@@ -334,17 +266,4 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-// helpFor prints a FlagSet's usage to w when parse returns ErrHelp.
-func helpFor(fs *flag.FlagSet, w io.Writer, err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(w)
-		fs.Usage()
-	}
-	return err
-}
-
-func indent(s string) string {
-	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
 }

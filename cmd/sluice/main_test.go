@@ -118,6 +118,9 @@ func TestMountRefusals(t *testing.T) {
 	}
 }
 
+// commands are sluice's commands that take flags.
+var commands = []string{"mount", "stat", "top", "set", "resync", "mirror", "reload", "exec", "sim"}
+
 // TestHelp: help teaches the syntax.
 func TestHelp(t *testing.T) {
 	var out, errb bytes.Buffer

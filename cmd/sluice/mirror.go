@@ -2,28 +2,21 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"sluice/backing"
 	"sluice/control"
 	"sluice/stack"
 )
 
-// mirrorSubcommands are mirror's subcommands, as completions list them.
-var mirrorSubcommands = []string{"add"}
-
-func mirrorFlags() (fs *flag.FlagSet, rate *sizeFlag, noResync *bool) {
-	fs = flag.NewFlagSet("mirror add", flag.ContinueOnError)
-	r := sizeFlag(0)
-	fs.Var(&r, "rate", "copy at most this many bytes a second (0: as fast as the disks go)")
-	noResync = fs.Bool("no-resync", false, "return once DIR has joined the set, stale; sluice resync MOUNTPOINT makes it equal later")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sluice mirror add [--rate SIZE] [--no-resync] MOUNTPOINT DIR
+const mirrorAddHelp = `Usage: sluice mirror add [--rate SIZE] [--no-resync] MOUNTPOINT DIR
 
 Adds directory DIR to the mirror set served on MOUNTPOINT while it serves.
 DIR joins the set stale: every healthy mirror records it so (a restart
@@ -44,35 +37,56 @@ The mount's command line is not changed: give it --mirror DIR too (or its
 config file or fstab entry), so that the next mount serves DIR as well.
   sluice mirror add /mnt/data /disks/c/data
   sluice mirror add --rate 50MiB /mnt/data /disks/c/data
+`
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
+// mirrorFlags returns the flags of mirror add: --rate and --no-resync.
+func mirrorFlags() (fs *pflag.FlagSet, rate *sizeFlag, noResync *bool) {
+	fs = newFlagSet("mirror add")
+	r := sizeFlag(0)
+	fs.Var(&r, "rate", "copy at most this many bytes a second (0: as fast as the disks go)")
+	noResync = fs.Bool("no-resync", false, "return once DIR has joined the set, stale; sluice resync MOUNTPOINT makes it equal later")
 	return fs, &r, noResync
 }
 
-// cmdMirror runs sluice mirror SUBCOMMAND.
-func cmdMirror(args []string, stdout, stderr io.Writer) error {
+// mirrorCommand is sluice mirror and its subcommands; its help is theirs.
+func mirrorCommand(stdout io.Writer) *cobra.Command {
+	c := command("mirror add MOUNTPOINT DIR", "change a running mirror set: add a mirror", "", nil, nil)
+	c.RunE = func(c *cobra.Command, pos []string) error {
+		var subs []string
+		for _, sub := range c.Commands() {
+			subs = append(subs, sub.Name())
+		}
+		if len(pos) == 0 {
+			return usagef("want a subcommand: %s", strings.Join(subs, ", "))
+		}
+		return usagef("unknown subcommand %q: want one of %s", pos[0], strings.Join(subs, ", "))
+	}
 	fs, rate, noResync := mirrorFlags()
-	if len(args) == 0 {
-		return usagef("want a subcommand: %s", strings.Join(mirrorSubcommands, ", "))
+	add := command("add [--rate SIZE] [--no-resync] MOUNTPOINT DIR", "add DIR to a mirror set while it serves", mirrorAddHelp, fs, func(pos []string) error {
+		return cmdMirrorAdd(pos, *rate, *noResync, stdout)
+	})
+	add.ValidArgsFunction = func(c *cobra.Command, pos []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(pos) == 0 {
+			return completeMount(c, pos, toComplete)
+		}
+		if len(pos) == 1 {
+			return nil, cobra.ShellCompDirectiveFilterDirs
+		}
+		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	if h := args[0]; h == "-h" || h == "-help" || h == "--help" {
-		return helpFor(fs, stdout, flag.ErrHelp)
-	}
-	if args[0] != "add" {
-		return usagef("unknown subcommand %q: want one of %s", args[0], strings.Join(mirrorSubcommands, ", "))
-	}
-	pos, err := parse(fs, args[1:])
-	if err != nil {
-		return helpFor(fs, stdout, err)
-	}
+	c.AddCommand(add)
+	return c
+}
+
+// cmdMirrorAdd adds directory pos[1] to the mirror set served on pos[0],
+// then, unless noResync, resyncs it at rate bytes a second at most (0: no
+// bound) until it serves.
+func cmdMirrorAdd(pos []string, rate sizeFlag, noResync bool, stdout io.Writer) error {
 	if len(pos) != 2 {
 		return usagef("add wants MOUNTPOINT and DIR, got %d argument(s)", len(pos))
 	}
-	if *rate < 0 {
-		return usagef("--rate %d: want a size of 0 or more", *rate)
+	if rate < 0 {
+		return usagef("--rate %d: want a size of 0 or more", rate)
 	}
 	mnt := pos[0]
 	dir, err := filepath.Abs(pos[1])
@@ -87,11 +101,11 @@ func cmdMirror(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, note)
 	}
 	keep := fmt.Sprintf("The mount's command line is as it was: add --mirror %s to it (or to its config file or fstab entry) to keep the mirror when the mount starts again.\n", dir)
-	if *noResync {
+	if noResync {
 		fmt.Fprintf(stdout, "%s is stale until sluice resync %s makes it equal.\n%s", dir, mnt, keep)
 		return nil
 	}
-	if err := control.Resync(mnt, int64(*rate)); err != nil {
+	if err := control.Resync(mnt, int64(rate)); err != nil {
 		return fmt.Errorf("%v; %s stays stale: run sluice resync %s", err, dir, mnt)
 	}
 	fmt.Fprintf(stdout, "resync started\n")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"sluice/backing"
@@ -78,8 +79,6 @@ sluice's back keeps its old size through the mount.
 Every caller gets through the mount exactly what its uid gets on SOURCE:
 the kernel checks modes and POSIX ACLs, and new files, directories and
 links are created with the caller's uid, gid, groups and umask.
-
-Flags:
 `
 
 type mountOpts struct {
@@ -114,7 +113,25 @@ type mountOpts struct {
 	unmountDead bool
 }
 
-func mountFlags() (*flag.FlagSet, *mountOpts) {
+// The groups mount's flags are listed under in its help.
+const (
+	groupLimits = "Limits and groups"
+	groupCache  = "Reads, writes and caching"
+	groupMirror = "Mirror sets"
+	groupMount  = "Mounting"
+	groupLog    = "Logging and metrics"
+)
+
+// cacheModes, logLevels and mapDirtyWords are the words --cache-mode,
+// --log-level and --map-dirty take (--map-dirty a size too), as they are
+// checked, listed in help and completed.
+var (
+	cacheModes    = []string{"auto", "direct", "kernel"}
+	logLevels     = []string{"debug", "info", "warn", "error"}
+	mapDirtyWords = []string{"auto", "kernel"}
+)
+
+func mountFlags() (*pflag.FlagSet, *mountOpts) {
 	d := stack.DefaultOptions()
 	md := metrics.DefaultServerOptions()
 	o := &mountOpts{
@@ -122,43 +139,80 @@ func mountFlags() (*flag.FlagSet, *mountOpts) {
 		cache: sizeFlag(d.CacheBytes), burst: d.Burst, maxWait: "auto",
 		mapDirty: "auto", cacheMode: "auto",
 	}
-	fs := flag.NewFlagSet("mount", flag.ContinueOnError)
+	fs := newFlagSet("mount")
 	fs.Var(&o.limits, "limit", "limits of one group: 'GROUP KEY=VALUE...' (repeatable)")
 	fs.Var(&o.groups, "group", "classification rule: 'NAME uid=N|gid=N|comm=NAME|cgroup=/PATH...' (repeatable)")
+	fs.DurationVar(&o.burst, "burst", o.burst, "idle credit a group may bank, as time at its rate (0: none)")
+	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request; then it is answered with what is ready (a short read or write), at least one page forced into debt that later requests pay; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
+	fs.IntVar(&o.groupOpen, "group-max-open", 0, "files and directories one group may hold open through the mount; at it, the group's opens fail with EMFILE while other groups' go on (0: a quarter of the daemon's descriptor limit)")
+	flagDoc(fs, groupLimits, map[string]string{"limit": "'GROUP KEY=VALUE...'", "group": "'NAME RULE...'", "max-wait": "DURATION|auto"})
+
+	fs.StringVar(&o.cacheMode, "cache-mode", o.cacheMode, fmt.Sprintf("how limited groups' files are served: direct (every read() and write() reaches sluice; its readahead sized to the group's budget), kernel (the kernel's page cache serves what it holds; sluice paces the reads it sends), auto (kernel for groups whose read limits are at least %s and %d IOPS, direct below)", group.FormatSize(stack.KernelCacheBPS), stack.KernelCacheIOPS))
 	fs.Var(&o.maxIO, "max-io", "largest device request; larger reads and writes are split, each piece one I/O")
 	fs.Var(&o.ra, "readahead", "largest readahead window (0 turns readahead off)")
 	fs.Var(&o.budget, "readahead-budget", "on: clamp asynchronous readahead to the group's byte budget; off: the kernel's behaviour")
 	fs.Var(&o.cache, "cache", "memory bound of sluice's read cache")
-	fs.DurationVar(&o.burst, "burst", o.burst, "idle credit a group may bank, as time at its rate (0: none)")
-	fs.StringVar(&o.maxWait, "max-wait", o.maxWait, "longest throttle wait of one request; then it is answered with what is ready (a short read or write), at least one page forced into debt that later requests pay; auto: half the kernel's fs.fuse.max_request_timeout, or no cap when that is 0")
-	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
-	fs.IntVar(&o.groupOpen, "group-max-open", 0, "files and directories one group may hold open through the mount; at it, the group's opens fail with EMFILE while other groups' go on (0: a quarter of the daemon's descriptor limit)")
-	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
-	fs.StringVar(&o.cacheMode, "cache-mode", o.cacheMode, fmt.Sprintf("how limited groups' files are served: direct (every read() and write() reaches sluice; its readahead sized to the group's budget), kernel (the kernel's page cache serves what it holds; sluice paces the reads it sends), auto (kernel for groups whose read limits are at least %s and %d IOPS, direct below)", group.FormatSize(stack.KernelCacheBPS), stack.KernelCacheIOPS))
 	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, fmt.Sprintf("dirty pages the kernel may keep of the mount's files (written through shared mappings, and with --write-cache by write()); a limited group's mmap writer runs ahead of its limit by about this much before it is paced (auto: %s, or %s with --write-cache; kernel: the kernel's own bound, 1%% of its dirty limit)", group.FormatSize(fsys.DefaultMapDirty), group.FormatSize(fsys.DefaultWriteCacheDirty)))
 	fs.BoolVar(&o.writeCache, "write-cache", false, "let the kernel's page cache take the write()s of groups with no write limit (with --cache-mode kernel, also of those whose limit writes back the --map-dirty bound within 100 ms, their writeback paced) and send them on in large writes: small writes stop paying a round trip each, but a write() returns before its data reaches SOURCE (close and fsync wait for it and report its errors; sync does not wait), and files changed on SOURCE behind sluice's back keep their old size through the mount")
 	fs.BoolVar(&o.pass, "passthrough", true, "let groups with no limit open files by FUSE passthrough, for reading and writing (Linux 6.9+, as root; without, opens are served as with --passthrough=false): the kernel reads and writes SOURCE itself at native speed, and sluice counts none of it. While a file is open by passthrough the kernel takes every other open of it only by passthrough: a limited group's open of it is passed through beyond its limit, and sluice stat names such opens. Off on mirror sets and with --write-cache")
-	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
-	fs.StringVar(&o.logLevel, "log-level", "info", "what the log (stderr, as key=value lines) shows: debug (every FUSE request too), info (start, stop, reloads), warn (a mirror turning stale, failures), error")
-	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (host:port; off when empty)")
-	fs.DurationVar(&o.metricsTimeout, "metrics-timeout", md.ReadHeaderTimeout, "longest a metrics connection may take to send its request or to take its answer, or wait for its next request")
-	fs.IntVar(&o.metricsConns, "metrics-max-conns", md.MaxConns, "most metrics connections served at once (more are closed as they come)")
+	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
+	flagDoc(fs, groupCache, map[string]string{"cache-mode": strings.Join(cacheModes, "|"), "map-dirty": "SIZE|auto|kernel"})
+
+	fs.Var(&o.mirrors, "mirror", "a directory of a mirror set, served in place of SOURCE (twice or more)")
+	fs.StringVar(&o.policy, "read-policy", mirror.Default, "which mirror serves each read: adaptive (the one expected to answer first: decaying peak latency × reads in flight, sequential streams kept, a recovered mirror probed), pid (caller pid mod mirrors, as btrfs), roundrobin (the next mirror every 256 KiB), latency (lowest lifetime average)")
+	flagDoc(fs, groupMirror, map[string]string{"mirror": "DIR", "read-policy": "POLICY"})
+
 	fs.StringVar(&o.config, "config", "", "a TOML file holding any of these flags under their names, and source, mountpoint, mirrors and [[group]] tables (name, match, limits); flags given here win")
+	fs.BoolVar(&o.allow, "allow-other", false, "let users other than the mounting one use the mount (implied by --group)")
 	// Mount flags (fstab's ro and noexec) and the service's clean-up.
 	fs.BoolVar(&o.readOnly, "read-only", false, "mount read-only (MS_RDONLY; fstab: ro): every write, create or change through the mount fails with EROFS. The mount is always nosuid and nodev")
 	fs.BoolVar(&o.noExec, "noexec", false, "mount noexec (MS_NOEXEC; fstab: noexec): executing a file on the mount fails with EACCES")
 	fs.BoolVar(&o.unmountDead, "unmount-dead", false, "mount nothing: if MOUNTPOINT holds a sluice mount whose daemon has died (statfs fails with ENOTCONN), detach it (umount -l), and exit. A live mount, or another file system's, is left alone; the service runs this before it mounts (ExecStartPre)")
-	fs.Var(&o.mirrors, "mirror", "a directory of a mirror set, served in place of SOURCE (twice or more)")
-	fs.StringVar(&o.policy, "read-policy", mirror.Default, "which mirror serves each read: adaptive (the one expected to answer first: decaying peak latency × reads in flight, sequential streams kept, a recovered mirror probed), pid (caller pid mod mirrors, as btrfs), roundrobin (the next mirror every 256 KiB), latency (lowest lifetime average)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), mountHelp)
-		fs.PrintDefaults()
-	}
+	flagDoc(fs, groupMount, map[string]string{"config": "FILE"})
+
+	fs.StringVar(&o.logLevel, "log-level", "info", "what the log (stderr, as key=value lines) shows: debug (every FUSE request too), info (start, stop, reloads), warn (a mirror turning stale, failures), error")
+	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request")
+	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (host:port; off when empty)")
+	fs.DurationVar(&o.metricsTimeout, "metrics-timeout", md.ReadHeaderTimeout, "longest a metrics connection may take to send its request or to take its answer, or wait for its next request")
+	fs.IntVar(&o.metricsConns, "metrics-max-conns", md.MaxConns, "most metrics connections served at once (more are closed as they come)")
+	flagDoc(fs, groupLog, map[string]string{"log-level": "LEVEL", "metrics-listen": "ADDR"})
 	return fs, o
 }
 
-func cmdMount(args []string, stdout, stderr io.Writer) error {
-	opts, o, err := commandOptions(args, stdout, stderr)
+// mountCommand is sluice mount; args is sluice's whole command line, which
+// the mount keeps to read again on a reload.
+func mountCommand(args []string, stdout, stderr io.Writer) *cobra.Command {
+	fs, o := mountFlags()
+	c := command("mount [flags] SOURCE MOUNTPOINT", "serve SOURCE on MOUNTPOINT (foreground)", mountHelp, fs, nil)
+	c.RunE = func(c *cobra.Command, pos []string) error {
+		_, line, err := c.Root().Find(args)
+		if err != nil {
+			return err
+		}
+		return cmdMount(fs, o, pos, line, stdout, stderr)
+	}
+	c.ValidArgsFunction = func(_ *cobra.Command, pos []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return nil, cobra.ShellCompDirectiveFilterDirs
+	}
+	completeWords(c, "cache-mode", cacheModes)
+	completeWords(c, "read-policy", mirror.Names)
+	completeWords(c, "readahead-budget", []string{"on", "off"})
+	completeWords(c, "log-level", logLevels)
+	completeWords(c, "map-dirty", mapDirtyWords)
+	completeWords(c, "max-wait", []string{"auto"})
+	c.RegisterFlagCompletionFunc("mirror", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return nil, cobra.ShellCompDirectiveFilterDirs
+	})
+	c.RegisterFlagCompletionFunc("config", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return []cobra.Completion{"toml"}, cobra.ShellCompDirectiveFilterFileExt
+	})
+	return c
+}
+
+// cmdMount serves a mount: fs holds its flags as parsed, bound to o, pos
+// its positional arguments, and args its command line as given.
+func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stderr io.Writer) error {
+	opts, err := mountFromFlags(fs, o, pos, stderr)
 	if err != nil {
 		return err
 	}
@@ -335,11 +389,19 @@ type multi []string
 
 func (m *multi) String() string     { return strings.Join(*m, ", ") }
 func (m *multi) Set(s string) error { *m = append(*m, s); return nil }
+func (m *multi) Type() string       { return "strings" }
+
+// The types of sizeFlag and onOff, as their Type methods name them.
+const (
+	sizeType  = "size"
+	onOffType = "on|off"
+)
 
 // sizeFlag is a byte size with units.
 type sizeFlag int64
 
 func (s *sizeFlag) String() string { return group.FormatSize(int64(*s)) }
+func (s *sizeFlag) Type() string   { return sizeType }
 func (s *sizeFlag) Set(v string) error {
 	n, err := group.ParseSize(v)
 	if err != nil {
@@ -358,6 +420,7 @@ func (b *onOff) String() string {
 	}
 	return "off"
 }
+func (b *onOff) Type() string { return onOffType }
 func (b *onOff) Set(v string) error {
 	switch v {
 	case "on":
@@ -370,27 +433,29 @@ func (b *onOff) Set(v string) error {
 	return nil
 }
 
-// isSet reports whether flag name was given on the command line.
-func isSet(fs *flag.FlagSet, name string) (set bool) {
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
 // commandOptions parses a mount command line, its config file included,
 // into the mount's options, with the flags as parsed (o).
-func commandOptions(args []string, stdout, stderr io.Writer) (opts fsys.Options, o *mountOpts, err error) {
+func commandOptions(args []string, stderr io.Writer) (opts fsys.Options, o *mountOpts, err error) {
 	fs, o := mountFlags()
 	pos, err := parse(fs, args)
 	if err != nil {
-		return opts, o, helpFor(fs, stdout, err)
+		return opts, o, err
 	}
+	opts, err = mountFromFlags(fs, o, pos, stderr)
+	return opts, o, err
+}
+
+// mountFromFlags turns mount flags as parsed (fs, bound to o) and the
+// positional arguments into the mount's options, reading the config file
+// --config names.
+func mountFromFlags(fs *pflag.FlagSet, o *mountOpts, pos []string, stderr io.Writer) (opts fsys.Options, err error) {
 	var cfg *config
 	if o.config != "" {
 		if cfg, err = loadConfig(o.config, fs); err != nil {
-			return opts, o, usageError{err}
+			return opts, usageError{err}
 		}
 		if pos, err = cfg.apply(fs, o, pos); err != nil {
-			return opts, o, usageError{err}
+			return opts, usageError{err}
 		}
 	}
 	opts, err = mountOptions(fs, o, pos, stderr)
@@ -398,7 +463,7 @@ func commandOptions(args []string, stdout, stderr io.Writer) (opts fsys.Options,
 	if cfg != nil && errors.As(err, &ue) {
 		err = usageError{cfg.located(ue.error)}
 	}
-	return opts, o, err
+	return opts, err
 }
 
 // metricSource is what the metrics exporter reads of a mount.
@@ -414,11 +479,11 @@ func (s metricSource) Mirrors() []backing.MirrorStats {
 
 // mountOptions turns the parsed mount flags and positional arguments into
 // the mount's options, or a usage error naming the flag.
-func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer) (opts fsys.Options, err error) {
+func mountOptions(fs *pflag.FlagSet, o *mountOpts, pos []string, stderr io.Writer) (opts fsys.Options, err error) {
 	opts = fsys.Options{AllowOther: o.allow, Passthrough: o.pass, Debug: o.debug, ReadPolicy: o.policy}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil || !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(o.logLevel)) {
-		return opts, usagef("--log-level %s: want debug, info, warn or error", o.logLevel)
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil || !slices.Contains(logLevels, strings.ToLower(o.logLevel)) {
+		return opts, usagef("--log-level %s: want %s", o.logLevel, orList(logLevels))
 	}
 	opts.Debug = opts.Debug || level == slog.LevelDebug
 	opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
@@ -435,7 +500,7 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 	if !slices.Contains(mirror.Names, o.policy) {
 		return opts, usagef("--read-policy %s: want one of %s", o.policy, strings.Join(mirror.Names, ", "))
 	}
-	switch explicit := o.pass && isSet(fs, "passthrough"); {
+	switch explicit := o.pass && fs.Changed("passthrough"); {
 	case explicit && len(o.mirrors) > 0:
 		return opts, usagef("--passthrough with --mirror: passthrough reads would bypass the read policy; drop one")
 	case explicit && o.writeCache:
@@ -443,7 +508,7 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 	case len(o.mirrors) > 0 || o.writeCache:
 		opts.Passthrough = false
 	}
-	if len(o.mirrors) == 0 && isSet(fs, "read-policy") {
+	if len(o.mirrors) == 0 && fs.Changed("read-policy") {
 		return opts, usagef("--read-policy %s without --mirror: only a mirror set has a read policy", o.policy)
 	}
 	for _, d := range o.mirrors {
@@ -499,7 +564,7 @@ func mountOptions(fs *flag.FlagSet, o *mountOpts, pos []string, stderr io.Writer
 	}
 	cm, ok := stack.ParseCacheMode(o.cacheMode)
 	if !ok || o.cacheMode == "" {
-		return opts, usagef("--cache-mode %s: want auto, direct or kernel", o.cacheMode)
+		return opts, usagef("--cache-mode %s: want %s", o.cacheMode, orList(cacheModes))
 	}
 	opts.CacheMode = cm
 	opts.WriteCache = o.writeCache

@@ -2,11 +2,12 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"sluice/group"
 	"sluice/throttle"
@@ -23,7 +24,7 @@ func flagValues(o *mountOpts) map[string]string {
 	fs, bound := mountFlags()
 	*bound = *o
 	vals := map[string]string{}
-	fs.VisitAll(func(f *flag.Flag) { vals[f.Name] = f.Value.String() })
+	fs.VisitAll(func(f *pflag.Flag) { vals[f.Name] = f.Value.String() })
 	return vals
 }
 
@@ -75,7 +76,7 @@ func (t *target) apply() (applied, stale []string, err error) {
 	if t.config == "" {
 		return nil, nil, errors.New("this mount was started without --config: nothing to reload")
 	}
-	next, o, err := commandOptions(t.args, io.Discard, io.Discard)
+	next, o, err := commandOptions(t.args, io.Discard)
 	if err != nil {
 		return nil, nil, err
 	}

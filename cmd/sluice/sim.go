@@ -1,11 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"sluice/sim"
 )
@@ -17,15 +19,36 @@ type simOpts struct {
 	check   bool
 }
 
-func simFlags() (*flag.FlagSet, *simOpts) {
+func simFlags() (*pflag.FlagSet, *simOpts) {
 	o := &simOpts{}
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs := newFlagSet("sim")
 	fs.StringVar(&o.compare, "compare", "", "run once per value of a [mount] key and print the runs side by side, e.g. readahead-budget=off,on or max-io=128KiB,1MiB; default: the scenario's own compare, none for a single run")
 	fs.StringVar(&o.csv, "csv", "", "write the time series (MiB/s per group and device per 100 ms) to this CSV file")
 	fs.StringVar(&o.plot, "plot", "", "draw the time series to this file (.svg, .png or .pdf)")
 	fs.BoolVar(&o.check, "check", false, "assert the scenario's [[expect]] entries; exit 1 if one fails")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sluice sim [flags] SCENARIO.toml
+	flagDoc(fs, "", map[string]string{"compare": "KEY=V1,V2...", "csv": "FILE", "plot": "FILE"})
+	return fs, o
+}
+
+// simCommand is sluice sim.
+func simCommand(stdout io.Writer) *cobra.Command {
+	fs, o := simFlags()
+	c := command("sim [flags] SCENARIO.toml", "run a scenario on virtual time", simHelp, fs, func(pos []string) error {
+		return cmdSim(pos, o, stdout)
+	})
+	c.ValidArgsFunction = func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return []cobra.Completion{"toml"}, cobra.ShellCompDirectiveFilterFileExt
+	}
+	c.RegisterFlagCompletionFunc("plot", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return []cobra.Completion{"svg", "png", "pdf"}, cobra.ShellCompDirectiveFilterFileExt
+	})
+	c.RegisterFlagCompletionFunc("csv", func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return []cobra.Completion{"csv"}, cobra.ShellCompDirectiveFilterFileExt
+	})
+	return c
+}
+
+const simHelp = `Usage: sluice sim [flags] SCENARIO.toml
 
 Runs a scenario on virtual time: modelled devices (and mirror sets),
 groups and limits, sluice's mount options and fio-like jobs, through the
@@ -45,20 +68,9 @@ kernel's page cache and readahead; write-cache=true puts writes there too.
   sluice sim --compare read-policy=pid,latency scenarios/004-mirrors-nvme-ssd.toml
 
 The file format is described in scenarios/README.md.
+`
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	return fs, o
-}
-
-func cmdSim(args []string, stdout, stderr io.Writer) error {
-	fs, o := simFlags()
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpFor(fs, stdout, err)
-	}
+func cmdSim(pos []string, o *simOpts, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("want one SCENARIO.toml, got %d arguments", len(pos))
 	}

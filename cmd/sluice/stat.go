@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"sluice/backing"
 	"sluice/control"
@@ -15,12 +17,7 @@ import (
 	"sluice/mirror"
 )
 
-func statFlags() (fs *flag.FlagSet, asJSON, exact *bool) {
-	fs = flag.NewFlagSet("stat", flag.ContinueOnError)
-	asJSON = fs.Bool("json", false, "print JSON instead of text")
-	exact = fs.Bool("bytes", false, "print exact figures: bytes and calls in full, not rounded to three significant figures")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sluice stat [--bytes | --json] MOUNTPOINT
+const statHelp = `Usage: sluice stat [--bytes | --json] MOUNTPOINT
 
 Prints per-group counters of a running mount, like io.stat, sizes in binary
 units and counts rounded to three significant figures (--bytes: exact). Per
@@ -53,20 +50,26 @@ reads), "resynced_bytes"}],
 or changing meaning makes a new schema number.
   sluice stat /mnt/data
   sluice stat --json /mnt/data | jq '.groups[] | {group, rbytes}'
+`
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
+func statFlags() (fs *pflag.FlagSet, asJSON, exact *bool) {
+	fs = newFlagSet("stat")
+	asJSON = fs.Bool("json", false, "print JSON instead of text")
+	exact = fs.Bool("bytes", false, "print exact figures: bytes and calls in full, not rounded to three significant figures")
 	return fs, asJSON, exact
 }
 
-func cmdStat(args []string, stdout, stderr io.Writer) error {
+// statCommand is sluice stat.
+func statCommand(stdout io.Writer) *cobra.Command {
 	fs, asJSON, exact := statFlags()
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpFor(fs, stdout, err)
-	}
+	c := command("stat [--bytes | --json] MOUNTPOINT", "per-group counters of a running mount", statHelp, fs, func(pos []string) error {
+		return cmdStat(pos, *asJSON, *exact, stdout)
+	})
+	c.ValidArgsFunction = completeMount
+	return c
+}
+
+func cmdStat(pos []string, asJSON, exact bool, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("want one MOUNTPOINT, got %d argument(s)", len(pos))
 	}
@@ -74,19 +77,16 @@ func cmdStat(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(st)
 	}
-	fmt.Fprint(stdout, st.Format(*exact))
+	fmt.Fprint(stdout, st.Format(exact))
 	return nil
 }
 
-func setFlags() *flag.FlagSet {
-	fs := flag.NewFlagSet("set", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sluice set MOUNTPOINT 'GROUP KEY=VALUE...'
+const setHelp = `Usage: sluice set MOUNTPOINT 'GROUP KEY=VALUE...'
        sluice set MOUNTPOINT read-policy=NAME
 
 Changes a group's limits on a running mount, at once and without a remount.
@@ -97,17 +97,27 @@ limits, never left hanging. Same syntax as mount --limit:
 A mirror set's read policy switches the same way (adaptive, pid, roundrobin
 or latency; see sluice help mount):
   sluice set /mnt/data read-policy=pid
-`)
+`
+
+// setCommand is sluice set.
+func setCommand(stderr io.Writer) *cobra.Command {
+	c := command("set MOUNTPOINT 'GROUP KEY=VALUE...' | read-policy=NAME", "change a group's limits or the read policy live", setHelp, nil, func(pos []string) error {
+		return cmdSet(pos, stderr)
+	})
+	c.ValidArgsFunction = func(c *cobra.Command, pos []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(pos) == 0 {
+			return completeMount(c, pos, toComplete)
+		}
+		var policies []cobra.Completion
+		for _, n := range mirror.Names {
+			policies = append(policies, "read-policy="+n)
+		}
+		return policies, cobra.ShellCompDirectiveNoFileComp
 	}
-	return fs
+	return c
 }
 
-func cmdSet(args []string, stdout, stderr io.Writer) error {
-	fs := setFlags()
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpFor(fs, stdout, err)
-	}
+func cmdSet(pos []string, stderr io.Writer) error {
 	if len(pos) < 2 {
 		return usagef("want MOUNTPOINT and a limit such as 'default rbps=1MiB', got %d argument(s)", len(pos))
 	}
@@ -134,13 +144,7 @@ func cmdSet(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func resyncFlags() (*flag.FlagSet, *sizeFlag, *bool) {
-	fs := flag.NewFlagSet("resync", flag.ContinueOnError)
-	rate := sizeFlag(0)
-	fs.Var(&rate, "rate", "copy at most this many bytes a second (0: as fast as the disks go)")
-	wait := fs.Bool("wait", true, "print progress every second until the resync ends, and fail if it failed")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sluice resync [--rate SIZE] [--wait=false] MOUNTPOINT
+const resyncHelp = `Usage: sluice resync [--rate SIZE] [--wait=false] MOUNTPOINT
 
 Makes the stale mirrors of a running mirror set equal to a healthy one and
 returns them to service, while the mount keeps serving from the healthy ones.
@@ -149,30 +153,37 @@ attributes and ACLs, links), what is not in the healthy mirror is removed;
 then changes are held off for a moment while what changed meanwhile is
 copied, and the mirror is read and written again.
   sluice resync --rate 50MiB /mnt/data
+`
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
+func resyncFlags() (*pflag.FlagSet, *sizeFlag, *bool) {
+	fs := newFlagSet("resync")
+	rate := sizeFlag(0)
+	fs.Var(&rate, "rate", "copy at most this many bytes a second (0: as fast as the disks go)")
+	wait := fs.Bool("wait", true, "print progress every second until the resync ends, and fail if it failed")
 	return fs, &rate, wait
 }
 
-func cmdResync(args []string, stdout, stderr io.Writer) error {
+// resyncCommand is sluice resync.
+func resyncCommand(stdout io.Writer) *cobra.Command {
 	fs, rate, wait := resyncFlags()
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpFor(fs, stdout, err)
-	}
+	c := command("resync [--rate SIZE] [--wait=false] MOUNTPOINT", "make a mirror set's stale mirrors equal again", resyncHelp, fs, func(pos []string) error {
+		return cmdResync(pos, *rate, *wait, stdout)
+	})
+	c.ValidArgsFunction = completeMount
+	return c
+}
+
+func cmdResync(pos []string, rate sizeFlag, wait bool, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("want one MOUNTPOINT, got %d argument(s)", len(pos))
 	}
-	if *rate < 0 {
-		return usagef("--rate %d: want a size of 0 or more", *rate)
+	if rate < 0 {
+		return usagef("--rate %d: want a size of 0 or more", rate)
 	}
-	if err := control.Resync(pos[0], int64(*rate)); err != nil {
+	if err := control.Resync(pos[0], int64(rate)); err != nil {
 		return err
 	}
-	if !*wait {
+	if !wait {
 		fmt.Fprintf(stdout, "resync started; see sluice stat %s\n", pos[0])
 		return nil
 	}
@@ -203,10 +214,7 @@ func cmdResync(args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-func reloadFlags() *flag.FlagSet {
-	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sluice reload MOUNTPOINT
+const reloadHelp = `Usage: sluice reload MOUNTPOINT
 
 Reads the config file a mount was started with (mount --config) again,
 with the same command line, and applies what can change while it serves:
@@ -218,17 +226,18 @@ changes (SOURCE, max-io, cache-mode, ...) are named when the file's value
 differs from the one the mount runs, with both values. What was applied is
 printed, and logged by the mount. SIGHUP to the mount does the same.
   sluice reload /mnt/data
-`)
-	}
-	return fs
+`
+
+// reloadCommand is sluice reload.
+func reloadCommand(stdout, stderr io.Writer) *cobra.Command {
+	c := command("reload MOUNTPOINT", "apply a mount's changed config file", reloadHelp, nil, func(pos []string) error {
+		return cmdReload(pos, stdout, stderr)
+	})
+	c.ValidArgsFunction = completeMount
+	return c
 }
 
-func cmdReload(args []string, stdout, stderr io.Writer) error {
-	fs := reloadFlags()
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpFor(fs, stdout, err)
-	}
+func cmdReload(pos []string, stdout, stderr io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("want one MOUNTPOINT, got %d argument(s)", len(pos))
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -9,18 +8,15 @@ import (
 
 	"github.com/gdamore/tcell/v2"
 	"github.com/rivo/tview"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"sluice/control"
 	"sluice/group"
 	"sluice/stack"
 )
 
-func topFlags() (*flag.FlagSet, *time.Duration, *bool) {
-	fs := flag.NewFlagSet("top", flag.ContinueOnError)
-	every := fs.Duration("interval", time.Second, "how often the view refreshes")
-	once := fs.Bool("once", false, "print the view of one interval and exit, without a terminal (for scripts)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: sluice top [--interval 1s] [--once] MOUNTPOINT
+const topHelp = `Usage: sluice top [--interval 1s] [--once] MOUNTPOINT
 
 A live view of a running mount in 80 columns, refreshed every second: per
 group its limits, its read and write rates each against its byte limit as a
@@ -32,32 +28,38 @@ arrow keys and PgUp/PgDn scroll rows that do not fit. --once prints one
 interval's view and exits.
   sluice top /mnt/data
   sluice top --once --interval 5s /mnt/data
+`
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
+func topFlags() (*pflag.FlagSet, *time.Duration, *bool) {
+	fs := newFlagSet("top")
+	every := fs.Duration("interval", time.Second, "how often the view refreshes")
+	once := fs.Bool("once", false, "print the view of one interval and exit, without a terminal (for scripts)")
 	return fs, every, once
 }
 
-func cmdTop(args []string, stdout, stderr io.Writer) error {
+// topCommand is sluice top.
+func topCommand(stdout io.Writer) *cobra.Command {
 	fs, every, once := topFlags()
-	pos, err := parse(fs, args)
-	if err != nil {
-		return helpFor(fs, stdout, err)
-	}
+	c := command("top [--interval 1s] [--once] MOUNTPOINT", "a live view of rates against limits", topHelp, fs, func(pos []string) error {
+		return cmdTop(pos, *every, *once, stdout)
+	})
+	c.ValidArgsFunction = completeMount
+	return c
+}
+
+func cmdTop(pos []string, every time.Duration, once bool, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("want one MOUNTPOINT, got %d argument(s)", len(pos))
 	}
-	if *every < 100*time.Millisecond {
-		return usagef("--interval %v: want at least 100ms", *every)
+	if every < 100*time.Millisecond {
+		return usagef("--interval %v: want at least 100ms", every)
 	}
 	prev, err := control.Stat(pos[0])
 	if err != nil {
 		return err
 	}
-	if *once {
-		time.Sleep(*every)
+	if once {
+		time.Sleep(every)
 		cur, err := control.Stat(pos[0])
 		if err != nil {
 			return err
@@ -67,7 +69,7 @@ func cmdTop(args []string, stdout, stderr io.Writer) error {
 		_, err = fmt.Fprintln(stdout, strings.Join(lines, "\n"))
 		return err
 	}
-	return newTopView().run(topLines(pos[0], prev, prev), *every, func() ([]string, error) {
+	return newTopView().run(topLines(pos[0], prev, prev), every, func() ([]string, error) {
 		cur, err := control.Stat(pos[0])
 		if err != nil {
 			return nil, err
