@@ -94,7 +94,8 @@ func unknownCommand(root *cobra.Command, name string) error {
 // short what it does in a few words (for completions), long its help,
 // fs its flags (nil: none), and run what it does with its positional
 // arguments once fs is parsed. It takes any number of arguments: run
-// checks them, saying what it wants.
+// checks them, saying what it wants. The values of fs's sizes, durations
+// and counts complete to nothing (no file names).
 func command(use, short, long string, fs *pflag.FlagSet, run func(pos []string) error) *cobra.Command {
 	c := &cobra.Command{Use: use, Short: short, Long: long, Args: cobra.ArbitraryArgs}
 	if run != nil {
@@ -103,6 +104,13 @@ func command(use, short, long string, fs *pflag.FlagSet, run func(pos []string) 
 	c.Flags().SortFlags = false
 	if fs != nil {
 		c.Flags().AddFlagSet(fs)
+		fs.VisitAll(func(f *pflag.Flag) {
+			switch f.Value.Type() {
+			case sizeType, "duration", "int":
+				// A number: the shell offers no file names for it.
+				c.RegisterFlagCompletionFunc(f.Name, cobra.NoFileCompletions)
+			}
+		})
 	}
 	return c
 }

@@ -127,6 +127,15 @@ func TestCompletion(t *testing.T) {
 	if got := sorted(complete("sluice", "mount", "--cache-mode", "")); got != "auto direct kernel" {
 		t.Errorf("cache modes: %q", got)
 	}
+	// A number completes to nothing: sluice tells the shell to offer no
+	// file names (directive 4, ShellCompDirectiveNoFileComp).
+	for _, words := range [][]string{{"top", "--interval", ""}, {"mount", "--max-io", ""}, {"resync", "--rate", ""}} {
+		var out strings.Builder
+		run(append([]string{"__complete"}, words...), &out, io.Discard)
+		if got := out.String(); got != ":4\n" {
+			t.Errorf("sluice __complete %q: %q, want no completions and directive 4", words, got)
+		}
+	}
 	if got := sorted(complete("sluice", "completion", "")); got != "bash fish zsh" {
 		t.Errorf("completion's shells: %q", got)
 	}
@@ -145,8 +154,10 @@ func TestCompletion(t *testing.T) {
 		if b, err := exec.Command(zsh, "-n", "-c", out.String()).CombinedOutput(); err != nil {
 			t.Errorf("zsh -n: %v\n%s", err, b)
 		}
-		// Loaded as a user's .zshrc would.
-		if b, err := exec.Command(zsh, "-f", "-c", "autoload -U compinit && compinit -u && "+out.String()).CombinedOutput(); err != nil {
+		// Loaded as a user's .zshrc would, it makes _sluice sluice's
+		// completion function.
+		b, err := exec.Command(zsh, "-f", "-c", "autoload -U compinit && compinit -u && "+out.String()+"\nprint -r -- \"completes with ${_comps[sluice]}\"").CombinedOutput()
+		if err != nil || !strings.HasSuffix(string(b), "completes with _sluice\n") {
 			t.Errorf("loading the zsh completion: %v\n%s", err, b)
 		}
 	}

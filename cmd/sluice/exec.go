@@ -31,6 +31,7 @@ the user who mounted (normally root) may do it.
   sluice exec --mount /mnt/data --group batch -- rsync -a /mnt/data/src/ /backup/
 `
 
+// execFlags returns exec's flags: --mount and --group.
 func execFlags() (*pflag.FlagSet, *string, *string) {
 	fs := newFlagSet("exec")
 	mount := fs.String("mount", "", "the mount point whose throttle charges the command (required)")

@@ -131,6 +131,8 @@ var (
 	mapDirtyWords = []string{"auto", "kernel"}
 )
 
+// mountFlags returns mount's flags, defined group by group in the order
+// help lists them, bound to the options they set.
 func mountFlags() (*pflag.FlagSet, *mountOpts) {
 	d := stack.DefaultOptions()
 	md := metrics.DefaultServerOptions()

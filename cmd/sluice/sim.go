@@ -19,6 +19,7 @@ type simOpts struct {
 	check   bool
 }
 
+// simFlags returns sim's flags, bound to the options it returns.
 func simFlags() (*pflag.FlagSet, *simOpts) {
 	o := &simOpts{}
 	fs := newFlagSet("sim")
@@ -70,6 +71,7 @@ kernel's page cache and readahead; write-cache=true puts writes there too.
 The file format is described in scenarios/README.md.
 `
 
+// cmdSim runs the scenario pos names as o asks.
 func cmdSim(pos []string, o *simOpts, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("want one SCENARIO.toml, got %d arguments", len(pos))

@@ -52,6 +52,7 @@ or changing meaning makes a new schema number.
   sluice stat --json /mnt/data | jq '.groups[] | {group, rbytes}'
 `
 
+// statFlags returns stat's flags: --json and --bytes.
 func statFlags() (fs *pflag.FlagSet, asJSON, exact *bool) {
 	fs = newFlagSet("stat")
 	asJSON = fs.Bool("json", false, "print JSON instead of text")
@@ -69,6 +70,8 @@ func statCommand(stdout io.Writer) *cobra.Command {
 	return c
 }
 
+// cmdStat prints the counters of the mount pos names, as JSON or as text
+// (exact: figures in full).
 func cmdStat(pos []string, asJSON, exact bool, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("want one MOUNTPOINT, got %d argument(s)", len(pos))
@@ -117,6 +120,8 @@ func setCommand(stderr io.Writer) *cobra.Command {
 	return c
 }
 
+// cmdSet checks every limit or read policy after the mount point pos[0]
+// names, then sets them on the mount in turn.
 func cmdSet(pos []string, stderr io.Writer) error {
 	if len(pos) < 2 {
 		return usagef("want MOUNTPOINT and a limit such as 'default rbps=1MiB', got %d argument(s)", len(pos))
@@ -155,6 +160,7 @@ copied, and the mirror is read and written again.
   sluice resync --rate 50MiB /mnt/data
 `
 
+// resyncFlags returns resync's flags: --rate and --wait.
 func resyncFlags() (*pflag.FlagSet, *sizeFlag, *bool) {
 	fs := newFlagSet("resync")
 	rate := sizeFlag(0)
@@ -173,6 +179,8 @@ func resyncCommand(stdout io.Writer) *cobra.Command {
 	return c
 }
 
+// cmdResync starts a resync of the mirror set pos names, at most rate
+// bytes a second (0: no bound), and with wait follows it to its end.
 func cmdResync(pos []string, rate sizeFlag, wait bool, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("want one MOUNTPOINT, got %d argument(s)", len(pos))
@@ -237,6 +245,8 @@ func reloadCommand(stdout, stderr io.Writer) *cobra.Command {
 	return c
 }
 
+// cmdReload has the mount pos names read its config file again, and
+// prints what it applied (warnings on stderr).
 func cmdReload(pos []string, stdout, stderr io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("want one MOUNTPOINT, got %d argument(s)", len(pos))

@@ -30,6 +30,7 @@ interval's view and exits.
   sluice top --once --interval 5s /mnt/data
 `
 
+// topFlags returns top's flags: --interval and --once.
 func topFlags() (*pflag.FlagSet, *time.Duration, *bool) {
 	fs := newFlagSet("top")
 	every := fs.Duration("interval", time.Second, "how often the view refreshes")
@@ -47,6 +48,8 @@ func topCommand(stdout io.Writer) *cobra.Command {
 	return c
 }
 
+// cmdTop shows the view of the mount pos names every interval, or with
+// once prints one interval's.
 func cmdTop(pos []string, every time.Duration, once bool, stdout io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("want one MOUNTPOINT, got %d argument(s)", len(pos))
