@@ -187,17 +187,20 @@ func TestCompletionMounts(t *testing.T) {
 	needMount(t)
 	_, src, mnt := srcMnt(t)
 	startMount(t, mnt, "mount", src, mnt)
-	bashScript, env := completionScript(t, "bash")
-	for _, words := range [][]string{{"sluice", "stat", ""}, {"sluice", "top", "--interval", "2s", ""}, {"sluice", "exec", "--mount", ""}, {"sluice", "reload", ""}} {
-		if got := bashComplete(t, bashScript, env, words...); !slices.Contains(got, mnt) {
-			t.Errorf("bash completes %q with %q, want the mount point %s among them", words, got, mnt)
+	t.Run("bash", func(t *testing.T) {
+		bashScript, env := completionScript(t, "bash")
+		for _, words := range [][]string{{"sluice", "stat", ""}, {"sluice", "top", "--interval", "2s", ""}, {"sluice", "exec", "--mount", ""}, {"sluice", "reload", ""}} {
+			if got := bashComplete(t, bashScript, env, words...); !slices.Contains(got, mnt) {
+				t.Errorf("bash completes %q with %q, want the mount point %s among them", words, got, mnt)
+			}
 		}
-	}
-	// bash completes the word after the '=' (a word break of its own), so
-	// the script answers with the rest of read-policy=roundrobin.
-	if got := bashComplete(t, bashScript, env, "sluice", "set", mnt, "read-policy=r"); !slices.Equal(got, []string{"roundrobin"}) {
-		t.Errorf("bash completes set's read policy with %q", got)
-	}
+		// bash completes the word after the '=' (a word break of its
+		// own), so the script answers with the rest of
+		// read-policy=roundrobin.
+		if got := bashComplete(t, bashScript, env, "sluice", "set", mnt, "read-policy=r"); !slices.Equal(got, []string{"roundrobin"}) {
+			t.Errorf("bash completes set's read policy with %q", got)
+		}
+	})
 	fish, err := exec.LookPath("fish")
 	if err != nil {
 		t.Log("no fish to load its completion in")
