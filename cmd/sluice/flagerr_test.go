@@ -30,6 +30,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"mount", "--allow-other=maybe", dir, dir}, `sluice mount: --allow-other "maybe": want true or false`},
 		{[]string{"mount", "--readahead-budget", "maybe", dir, dir}, `sluice mount: --readahead-budget "maybe": want on or off`},
 		{[]string{"mount", dir, dir, "--burst"}, "sluice mount: --burst needs a value: want a duration such as 5ms"},
+		{[]string{"mount", dir, dir, "--limit"}, "sluice mount: --limit needs a value: want 'GROUP KEY=VALUE...'\n"},
+		{[]string{"mount", dir, dir, "--cache-mode"}, "sluice mount: --cache-mode needs a value: want auto|direct|kernel\n"},
 		{[]string{"stat", "-json", dir}, "sluice stat: unknown flag -json; did you mean --json? (flags take two dashes)\n"},
 		{[]string{"mount", "-max-io=64KiB", dir, dir}, "sluice mount: unknown flag -max-io; did you mean --max-io? (flags take two dashes)\n"},
 		{[]string{"mount", "---cache", dir, dir}, "sluice mount: ---cache: not a flag (flags are --name or --name=value)\n"},

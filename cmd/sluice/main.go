@@ -232,6 +232,9 @@ func flagWant(f *pflag.Flag, why string) string {
 	if why != "" {
 		return why
 	}
+	if v := f.Annotations[valueAnnotation]; len(v) > 0 {
+		return "want " + v[0] // as help writes it: 'GROUP KEY=VALUE...', auto|direct|kernel
+	}
 	return "see sluice help"
 }
 
