@@ -65,18 +65,24 @@ func Panels(runs []*Result) []Panel {
 			if res.Config != "" {
 				label = res.Config + ", " + j.Name
 			}
+			// A line ends with its job's last completion.
+			w := j.Worst
+			for len(w) > 1 && w[len(w)-1] == 0 {
+				w = w[:len(w)-1]
+			}
 			lines[j.Group] = append(lines[j.Group], label)
-			series[j.Group] = append(series[j.Group], j.Worst)
+			series[j.Group] = append(series[j.Group], w)
 		}
 	}
 	for _, g := range groups {
-		out = append(out, split("worst latency: "+g, lines[g], series[g], true)...)
+		out = append(out, split("worst latency: "+g, lines[g], series[g], nil, true)...)
 	}
 	return out
 }
 
-// split makes the panels of one title's lines, at most MaxSeries a panel.
-func split(title string, labels []string, series [][]int64, latency bool) []Panel {
+// split makes the panels of one title's lines, at most MaxSeries a panel;
+// reqs, when not nil, are the lines' request sizes (see window).
+func split(title string, labels []string, series [][]int64, reqs []int64, latency bool) []Panel {
 	var out []Panel
 	for i := 0; i < len(series); i += MaxSeries {
 		j := min(i+MaxSeries, len(series))
@@ -84,7 +90,11 @@ func split(title string, labels []string, series [][]int64, latency bool) []Pane
 		if len(series) > MaxSeries {
 			t = fmt.Sprintf("%s (%d-%d of %d)", title, i+1, j, len(series))
 		}
-		out = append(out, Panel{Title: t, Labels: labels[i:j], Series: series[i:j], Window: window(series[i:j]), Latency: latency})
+		var r []int64
+		if reqs != nil {
+			r = reqs[i:j]
+		}
+		out = append(out, Panel{Title: t, Labels: labels[i:j], Series: series[i:j], Window: window(series[i:j], r), Latency: latency})
 	}
 	return out
 }
@@ -96,16 +106,24 @@ func throughputPanels(runs []*Result) []Panel {
 		for _, kind := range []struct{ prefix, name string }{{"device ", "devices"}, {"group ", "groups"}} {
 			var labels []string
 			var series [][]int64
+			var reqs []int64 // a group's largest application request
 			for _, s := range res.Series {
 				if name, ok := strings.CutPrefix(s.Name, kind.prefix); ok {
 					labels, series = append(labels, name), append(series, s.Bytes)
+					var bs int64
+					for _, j := range res.Jobs {
+						if j.Group == name {
+							bs = max(bs, j.BS)
+						}
+					}
+					reqs = append(reqs, bs)
 				}
 			}
 			title := kind.name
 			if res.Config != "" {
 				title = res.Config + ": " + kind.name
 			}
-			pns := split(title, labels, series, false)
+			pns := split(title, labels, series, reqs, false)
 			if kind.name == "groups" && len(pns) > 0 {
 				pns[0].Marks = syncs(res)
 			}
@@ -134,18 +152,46 @@ func syncs(res *Result) []Mark {
 }
 
 // window returns the buckets to average per point for series (see Panels):
-// at most 100 points a line, and none of its lines a sawtooth.
-func window(series [][]int64) int {
-	n := 0
-	for _, s := range series {
+// at most 100 points a line, none of its lines a sawtooth, and where reqs
+// gives a line's request size (0 for none known), at least 10 of its
+// requests to a window at its median rate: 1 MiB requests at 12.5 MiB/s
+// land 1 and 2 to a bucket of 100 ms, 12 and 13 to a second.
+func window(series [][]int64, reqs []int64) int {
+	n, need := 0, 1
+	for i, s := range series {
 		n = max(n, len(s))
+		if i < len(reqs) && reqs[i] > 0 {
+			if m := medianMoving(s); m > 0 {
+				need = max(need, int((10*reqs[i]+m-1)/m))
+			}
+		}
 	}
 	for _, w := range []int{1, 2, 5, 10, 20, 50} {
-		if w*100 >= n && !sawtooth(series, w) {
+		if w >= need && w*100 >= n && !sawtooth(series, w) {
 			return w
 		}
 	}
 	return 100
+}
+
+// medianMoving is the median of s's buckets from its first bytes to its
+// last, 0 for a line without bytes.
+func medianMoving(s []int64) int64 {
+	first, last := -1, -1
+	for i, b := range s {
+		if b > 0 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return 0
+	}
+	v := slices.Clone(s[first : last+1])
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 // sawtooth reports whether some series, summed over windows of w buckets,

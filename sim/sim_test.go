@@ -173,11 +173,23 @@ func TestPlotWindow(t *testing.T) {
 			bursty[i] = 1 << 20
 		}
 	}
-	if w := window([][]int64{steady}); w != 1 {
+	if w := window([][]int64{steady}, nil); w != 1 {
 		t.Errorf("a steady line is averaged over %d buckets, want 1", w)
 	}
-	if w := window([][]int64{steady, bursty}); w != 5 {
+	if w := window([][]int64{steady, bursty}, nil); w != 5 {
 		t.Errorf("a line with bytes every 4th bucket is averaged over %d buckets, want 5", w)
+	}
+	// 1 MiB requests every 80 ms in 100 ms buckets: 1 and 2 to a bucket,
+	// 12 and 13 to a second.
+	var paced []int64
+	for i := range 100 {
+		paced = append(paced, int64((i+1)*100/80-i*100/80)<<20)
+	}
+	if w := window([][]int64{paced}, []int64{1 << 20}); w != 10 {
+		t.Errorf("1 MiB requests every 80 ms are averaged over %d buckets, want 10 (at least 10 requests a window)", w)
+	}
+	if w := window([][]int64{paced}, nil); w != 1 {
+		t.Errorf("a line of unknown request size with bytes in every bucket is averaged over %d buckets, want 1", w)
 	}
 	pts := points(bursty, 5)
 	for _, p := range pts[:len(pts)-1] {
