@@ -356,6 +356,10 @@ func (r *raw) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.Dir
 	return r.readDir(in, out, true)
 }
 
+// plusFirst is how many entries the first reply to a READDIRPLUS holds
+// (see readDir).
+const plusFirst = 8
+
 func (r *raw) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
 	d, ok := r.f.dirs.get(in.Fh)
 	if !ok {
@@ -367,7 +371,19 @@ func (r *raw) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 		return st(err)
 	}
 	parent := backing.ID(in.NodeId)
+	// The kernel asks for a listing's first entries with their attributes
+	// (READDIRPLUS_AUTO), and for the rest only once the lister has
+	// stat'ed some of those: the first reply holds plusFirst looked-up
+	// entries and no more, so that a listing of names costs as many
+	// lookups, where a whole directory in one reply cost one per entry.
+	looked, most := 0, -1
+	if plus && in.Offset == 0 {
+		most = plusFirst
+	}
 	for {
+		if looked == most {
+			return fuse.OK
+		}
 		e, ok, err := d.dir.Peek()
 		if err != nil {
 			return st(err)
@@ -391,6 +407,7 @@ func (r *raw) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.S
 		if e.Name == "." || e.Name == ".." {
 			continue
 		}
+		looked++
 		if ent, err := r.f.tree.Lookup(parent, e.Name); err == nil {
 			fillEntry(eo, ent)
 		}

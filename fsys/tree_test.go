@@ -3,9 +3,11 @@ package fsys
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -204,4 +206,71 @@ func dirNames(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// lookupCounter counts the lookups made in the tree it wraps.
+type lookupCounter struct {
+	backing.Tree
+	n atomic.Int64
+}
+
+func (c *lookupCounter) Lookup(parent backing.ID, name string) (backing.Entry, error) {
+	c.n.Add(1)
+	return c.Tree.Lookup(parent, name)
+}
+
+// TestListNamesFewLookups: a listing of names looks up a few of the
+// directory's entries in SOURCE, not all of them (the first reply to the
+// kernel's READDIRPLUS holds plusFirst entries); a listing whose lister
+// stats each entry as it goes gets every entry's attributes right.
+func TestListNamesFewLookups(t *testing.T) {
+	_, src, _ := mountDirs(t)
+	const files = 300
+	if err := os.Mkdir(filepath.Join(src, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range files {
+		if err := os.WriteFile(filepath.Join(src, "d", fmt.Sprintf("f%03d", i)), make([]byte, i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local, err := backing.NewLocal(src, backing.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := &lookupCounter{Tree: local}
+	_, mnt, _ := mount(t, Options{Tree: tree})
+	before := tree.n.Load()
+	if names := dirNames(t, filepath.Join(mnt, "d")); len(names) != files {
+		t.Fatalf("listed %d names, want %d", len(names), files)
+	}
+	// The directory itself is looked up too.
+	if n := tree.n.Load() - before; n > plusFirst+1 {
+		t.Errorf("a listing of %d names made %d lookups in SOURCE, want at most %d", files, n, plusFirst+1)
+	}
+	d, err := os.Open(filepath.Join(mnt, "d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	seen := 0
+	for {
+		batch, err := d.ReadDir(16)
+		for _, e := range batch {
+			var i int64
+			if _, err := fmt.Sscanf(e.Name(), "f%03d", &i); err != nil {
+				t.Fatalf("listed %q: %v", e.Name(), err)
+			}
+			if fi, err := os.Lstat(filepath.Join(mnt, "d", e.Name())); err != nil || fi.Size() != i {
+				t.Fatalf("stat of %s while listing: %v, %v; want size %d", e.Name(), fi, err, i)
+			}
+			seen++
+		}
+		if err != nil || len(batch) == 0 {
+			break
+		}
+	}
+	if seen != files {
+		t.Errorf("listed and stat'ed %d entries, want %d", seen, files)
+	}
 }
