@@ -3,6 +3,7 @@ package fsys
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -19,8 +20,10 @@ import (
 
 // TestSiblingShareOnMount: two tenants under one saturated parent, one
 // reading (or writing) 1 MiB blocks and one 4 KiB blocks, each as its own
-// uid through a real mount, split the parent by bytes: each gets half
-// within 10 %, and together no more than the parent's limit. (2 MiB/s:
+// uid through a real mount, split the parent by bytes in proportion to
+// their weights: of equal weights each gets half within 10 %, of weights
+// 200 and 100 two thirds and one third, and together no more than the
+// parent's limit. (2 MiB/s:
 // the 4 KiB tenant makes 256 reads or writes a second, one at a time,
 // each a FUSE round trip. At 4 MiB/s it fell short of its 512 a second
 // under go test -race ./... on a 2-core VM whose host took 0.5-0.9 of
@@ -47,11 +50,16 @@ func TestSiblingShareOnMount(t *testing.T) {
 		run  = 6 * time.Second
 		size = 64 << 20
 	)
-	for _, dir := range []string{"read", "write"} {
-		t.Run(dir, func(t *testing.T) {
+	for _, c := range []struct {
+		dir    string
+		wa, wb int64 // the tenants' weights
+	}{{"read", 100, 100}, {"write", 100, 100}, {"read", 200, 100}, {"write", 200, 100}} {
+		dir := c.dir
+		t.Run(fmt.Sprintf("%s, weights %d and %d", dir, c.wa, c.wb), func(t *testing.T) {
 			rules := []group.Rule{{Group: "t/a", UID: new(uint32(1001))}, {Group: "t/b", UID: new(uint32(1002))}}
 			key := map[string]string{"read": "rbps", "write": "wbps"}[dir]
-			opts := Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "t "+key+"=2MiB")},
+			opts := Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "t "+key+"=2MiB"),
+				limit(t, fmt.Sprintf("t/a weight=%d", c.wa)), limit(t, fmt.Sprintf("t/b weight=%d", c.wb))},
 				Source: tmpfs(t, "size=256m")}
 			src, mnt, f := mount(t, opts)
 			os.Chmod(src, 0o777)
@@ -108,10 +116,11 @@ func TestSiblingShareOnMount(t *testing.T) {
 			if got := float64(got["a"]+got["b"]) / elapsed / rate; got > 1.05 {
 				t.Errorf("the tenants moved %.3f of the parent's limit over the run", got)
 			}
-			half := (a + b) / 2
 			for name, v := range map[string]float64{"t/a": a, "t/b": b} {
-				if v < 0.9*half || v > 1.1*half {
-					t.Errorf("%s got %.3f of an even split (%.2f against %.2f MiB/s)", name, v/half, a/(1<<20), b/(1<<20))
+				w := map[string]int64{"t/a": c.wa, "t/b": c.wb}[name]
+				share := (a + b) * float64(w) / float64(c.wa+c.wb)
+				if v < 0.9*share || v > 1.1*share {
+					t.Errorf("%s got %.3f of its share by weight %d of %d (%.2f against %.2f MiB/s)", name, v/share, w, c.wa+c.wb, a/(1<<20), b/(1<<20))
 				}
 			}
 		})

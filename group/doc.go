@@ -38,8 +38,10 @@
 // a whole number with an optional decimal unit k or K (1000), M (10⁶) or
 // G (10⁹), so "1.5k" is 1500. Every value may be "max" for no limit. Zero
 // is rejected: it would mean "no I/O at all", which is never what is meant,
-// and is easily confused with "unlimited". Keys not given keep their
-// previous value; a group named for the first time starts unlimited.
+// and is easily confused with "unlimited". weight takes a whole number from
+// 1 to 10000, or "default" (100): the group's share beside its siblings
+// under a saturated parent. Keys not given keep their previous value; a
+// group named for the first time starts unlimited, of weight 100.
 //
 // # Rules
 //

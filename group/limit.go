@@ -11,14 +11,15 @@ import (
 // LimitSpec is one parsed limit argument: a group and the change of its
 // limits the argument gives. Keys not given keep their previous value; a
 // key given as 0 is "max" (no limit). RBPS and WBPS are bytes per second,
-// RIOPS and WIOPS I/Os per second.
+// RIOPS and WIOPS I/Os per second; Weight is the group's share among its
+// siblings under a saturated parent (1 to 10000, 0 for the default 100).
 type LimitSpec struct {
 	Group string
 	throttle.LimitChange
 }
 
 // limitKeys lists the keys in canonical order.
-var limitKeys = []string{"rbps", "wbps", "riops", "wiops"}
+var limitKeys = []string{"rbps", "wbps", "riops", "wiops", "weight"}
 
 // field returns the bit of key and its value in l, or 0 and nil for an
 // unknown key.
@@ -32,6 +33,8 @@ func (l *LimitSpec) field(key string) (throttle.Keys, *int64) {
 		return throttle.KeyRIOPS, &l.To.RIOPS
 	case "wiops":
 		return throttle.KeyWIOPS, &l.To.WIOPS
+	case "weight":
+		return throttle.KeyWeight, &l.To.Weight
 	}
 	return 0, nil
 }
@@ -54,16 +57,16 @@ func ParseLimit(s string) (LimitSpec, error) {
 	}
 	l.Group = fields[0]
 	if len(fields) == 1 {
-		return LimitSpec{}, fmt.Errorf("no limits given for group %q: want KEY=VALUE with KEY one of rbps, wbps, riops, wiops", l.Group)
+		return LimitSpec{}, fmt.Errorf("no limits given for group %q: want KEY=VALUE with KEY one of rbps, wbps, riops, wiops, weight", l.Group)
 	}
 	for _, f := range fields[1:] {
 		key, val, ok := strings.Cut(f, "=")
 		if !ok {
-			return LimitSpec{}, fmt.Errorf("%q is not KEY=VALUE: want KEY one of rbps, wbps, riops, wiops", f)
+			return LimitSpec{}, fmt.Errorf("%q is not KEY=VALUE: want KEY one of rbps, wbps, riops, wiops, weight", f)
 		}
 		k, p := l.field(key)
 		if p == nil {
-			return LimitSpec{}, fmt.Errorf("unknown key %q in %q: want rbps, wbps, riops or wiops", key, f)
+			return LimitSpec{}, fmt.Errorf("unknown key %q in %q: want rbps, wbps, riops, wiops or weight", key, f)
 		}
 		if l.Keys&k != 0 {
 			return LimitSpec{}, fmt.Errorf("duplicate key %q", key)
@@ -78,8 +81,12 @@ func ParseLimit(s string) (LimitSpec, error) {
 	return l, nil
 }
 
-// parseLimitValue parses the value of one key; "max" is 0.
+// parseLimitValue parses the value of one key; "max" is 0, and so is a
+// weight's "default".
 func parseLimitValue(key, val string) (int64, error) {
+	if key == "weight" {
+		return parseWeight(val)
+	}
 	if val == "max" {
 		return 0, nil
 	}
@@ -99,8 +106,22 @@ func parseLimitValue(key, val string) (int64, error) {
 	return n, nil
 }
 
+// parseWeight parses a weight: a whole number from 1 to 10000, or
+// "default" (0: the default, 100).
+func parseWeight(val string) (int64, error) {
+	if val == "default" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(val, 10, 64)
+	if err != nil || n < 1 || n > throttle.MaxWeight {
+		return 0, fmt.Errorf("bad weight %q: want a whole number from 1 to %d, or \"default\" (%d)", val, throttle.MaxWeight, throttle.DefaultWeight)
+	}
+	return n, nil
+}
+
 // String returns l in canonical form, keys in the order rbps, wbps, riops,
-// wiops, sizes as FormatSize writes them: "default rbps=10MiB riops=max".
+// wiops, weight, sizes as FormatSize writes them: "default rbps=10MiB
+// riops=max".
 // ParseLimit(l.String()) returns l again.
 func (l LimitSpec) String() string {
 	var b strings.Builder
@@ -112,6 +133,8 @@ func (l LimitSpec) String() string {
 		}
 		b.WriteString(" " + key + "=")
 		switch {
+		case key == "weight" && *p == 0:
+			b.WriteString("default")
 		case *p == 0:
 			b.WriteString("max")
 		case strings.HasSuffix(key, "bps"):
@@ -124,7 +147,12 @@ func (l LimitSpec) String() string {
 }
 
 // FormatLimits renders a group's limits in io.max form, every key present,
-// sizes as FormatSize writes them: "rbps=10MiB wbps=max riops=max wiops=100".
+// sizes as FormatSize writes them: "rbps=10MiB wbps=max riops=max
+// wiops=100", and a weight when one is set (" weight=200").
 func FormatLimits(l throttle.Limits) string {
-	return strings.TrimPrefix(LimitSpec{LimitChange: throttle.SetAll(l)}.String(), " ")
+	c := throttle.SetAll(l)
+	if l.Weight == 0 {
+		c.Keys &^= throttle.KeyWeight
+	}
+	return strings.TrimPrefix(LimitSpec{LimitChange: c}.String(), " ")
 }

@@ -45,8 +45,11 @@
 // start-time fair queueing over its backlogged children, with the parent's
 // own requests as one more child: the child with the smallest start tag
 // goes first (ties by arrival), and serving a request of n bytes moves the
-// child's tag by n. Siblings thus share a saturated parent by bytes, not by
-// request count: a 4 KiB reader and a 1 MiB reader get the same bandwidth.
+// child's tag by n*DefaultWeight/weight. Siblings thus share a saturated
+// parent by bytes in proportion to their weights (Limits.Weight, 100 by
+// default), not by request count: a 4 KiB reader and a 1 MiB reader of
+// equal weights get the same bandwidth, and one of weight 200 twice that
+// of one of weight 100.
 // A child that becomes backlogged starts at the parent's virtual clock, so
 // idle time earns no advantage. Within a group, demand requests go before
 // readahead, each class in arrival order, and reads and writes queue

@@ -27,11 +27,31 @@ func (d Dir) String() string {
 // Limits are a group's limits in cgroup v2 io.max vocabulary: bytes per
 // second and I/Os per second, for reads and for writes. 0 means unlimited
 // ("max"); negative values are invalid.
+//
+// Weight is the group's share among its siblings when their parent is
+// saturated, as io.weight: 1 to MaxWeight, 0 for DefaultWeight. Siblings
+// share what their parent admits in proportion to their weights, by bytes
+// (see Queue). A weight limits nothing alone.
 type Limits struct {
 	RBPS, WBPS, RIOPS, WIOPS int64
+	Weight                   int64
 }
 
-// Unlimited reports whether no field sets a limit.
+// The range of weights, and a group's weight when none is set.
+const (
+	DefaultWeight = 100
+	MaxWeight     = 10000
+)
+
+// weight returns l's weight, DefaultWeight when none is set.
+func (l Limits) weight() int64 {
+	if l.Weight == 0 {
+		return DefaultWeight
+	}
+	return l.Weight
+}
+
+// Unlimited reports whether no field sets a limit (a weight is none).
 func (l Limits) Unlimited() bool {
 	return l.RBPS == 0 && l.WBPS == 0 && l.RIOPS == 0 && l.WIOPS == 0
 }
@@ -61,7 +81,11 @@ func (l Limits) String() string {
 		}
 		return strconv.FormatInt(v, 10)
 	}
-	return "rbps=" + f(l.RBPS) + " wbps=" + f(l.WBPS) + " riops=" + f(l.RIOPS) + " wiops=" + f(l.WIOPS)
+	s := "rbps=" + f(l.RBPS) + " wbps=" + f(l.WBPS) + " riops=" + f(l.RIOPS) + " wiops=" + f(l.WIOPS)
+	if l.Weight != 0 {
+		s += " weight=" + strconv.FormatInt(l.Weight, 10)
+	}
+	return s
 }
 
 // Validate returns an error naming the first negative field.
@@ -74,11 +98,14 @@ func (l Limits) Validate() error {
 			return fmt.Errorf("throttle: %s=%d: want 0 (max) or a positive rate", f.name, f.v)
 		}
 	}
+	if l.Weight < 0 || l.Weight > MaxWeight {
+		return fmt.Errorf("throttle: weight=%d: want 1 to %d, or 0 for %d", l.Weight, MaxWeight, DefaultWeight)
+	}
 	return nil
 }
 
-// Keys is a set of a group's limit keys: which of rbps, wbps, riops and
-// wiops a LimitChange sets.
+// Keys is a set of a group's limit keys: which of rbps, wbps, riops, wiops
+// and weight a LimitChange sets.
 type Keys uint8
 
 // The limit keys, each a bit of Keys.
@@ -87,8 +114,9 @@ const (
 	KeyWBPS
 	KeyRIOPS
 	KeyWIOPS
+	KeyWeight
 	// AllKeys is every key.
-	AllKeys = KeyRBPS | KeyWBPS | KeyRIOPS | KeyWIOPS
+	AllKeys = KeyRBPS | KeyWBPS | KeyRIOPS | KeyWIOPS | KeyWeight
 )
 
 // LimitChange is a change of one group's limits: the keys in Keys take
@@ -116,6 +144,9 @@ func (c LimitChange) Apply(cur Limits) Limits {
 	}
 	if c.Keys&KeyWIOPS != 0 {
 		cur.WIOPS = c.To.WIOPS
+	}
+	if c.Keys&KeyWeight != 0 {
+		cur.Weight = c.To.Weight
 	}
 	return cur
 }

@@ -112,7 +112,7 @@ type qnode struct {
 	emptied    int64
 	emptiedDir Dir
 	idle       []*qnode
-	largest    int64 // as a parent: the largest request it has served
+	largest    int64 // as a parent: the most tag it has served one request (see dispatch)
 }
 
 // key returns the start tag a child with tag c competes with under parent
@@ -423,18 +423,21 @@ func (n *qnode) head(ok [2]bool) *Request {
 func (q *Queue) dispatch(now int64, r *Request) {
 	n := q.unlink(r)
 	q.t.charge(now, r.enq, r.Group, r.Dir, r.Bytes, r.IOs)
-	serve := func(parent *qnode, c *tag, backlogged bool) {
+	// A child of weight w is served r.Bytes*DefaultWeight/w of tag: twice
+	// the weight, half the tag, twice the bytes for the same progress.
+	serve := func(parent *qnode, c *tag, backlogged bool, w int64) {
 		s := parent.key(c)
 		parent.vclock = s
-		parent.largest = max(parent.largest, r.Bytes)
-		c.finish = satAdd(s, r.Bytes)
+		service := r.Bytes * DefaultWeight / w
+		parent.largest = max(parent.largest, service)
+		c.finish = satAdd(s, service)
 		if backlogged {
 			c.start, c.stamp = c.finish, q.nextStamp()
 		}
 	}
-	serve(n, &n.own, n.ownLen > 0)
+	serve(n, &n.own, n.ownLen > 0, DefaultWeight)
 	for x := n; x != q.root; x = x.up {
-		serve(x.up, &x.tag, x.backlog > 0)
+		serve(x.up, &x.tag, x.backlog > 0, x.g.limits.weight())
 		if x.backlog == 0 && x.up.g.m[r.Dir][dimBytes].rate != 0 {
 			x.emptied, x.emptiedDir = now, r.Dir
 			if !slices.Contains(x.up.idle, x) {

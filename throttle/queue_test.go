@@ -50,6 +50,40 @@ func TestFairnessByBytes(t *testing.T) {
 	}
 }
 
+// TestWeights: siblings under a saturated parent share it in proportion
+// to their weights, by bytes, whatever their request sizes.
+func TestWeights(t *testing.T) {
+	const T = 100 * sec
+	for _, tc := range []struct {
+		name    string
+		weights map[string]int64
+		sizes   map[string]int64
+		want    map[string]int64 // bytes over T of the parent's 10 MiB/s
+	}{
+		{"200 and 100", map[string]int64{"p/a": 200, "p/b": 100}, map[string]int64{"p/a": 4 * KiB, "p/b": 4 * KiB},
+			map[string]int64{"p/a": 2000 * MiB / 3, "p/b": 1000 * MiB / 3}},
+		{"200 of 4 KiB and 100 of 1 MiB", map[string]int64{"p/a": 200, "p/b": 100}, map[string]int64{"p/a": 4 * KiB, "p/b": MiB},
+			map[string]int64{"p/a": 2000 * MiB / 3, "p/b": 1000 * MiB / 3}},
+		{"default beside 300", map[string]int64{"p/a": 0, "p/b": 300}, map[string]int64{"p/a": MiB, "p/b": 64 * KiB},
+			map[string]int64{"p/a": 250 * MiB, "p/b": 750 * MiB}},
+		{"1 and 10000", map[string]int64{"p/a": 1, "p/b": MaxWeight}, map[string]int64{"p/a": 4 * KiB, "p/b": 4 * KiB},
+			map[string]int64{"p/a": 1000 * MiB / 10001, "p/b": 1000 * MiB * 10000 / 10001}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, Config{})
+			s.limit("p", Limits{RBPS: 10 * MiB})
+			for g, w := range tc.weights {
+				s.limit(g, Limits{Weight: w})
+				s.backlog(g, Read, tc.sizes[g], 4)
+			}
+			s.run(T)
+			for g, want := range tc.want {
+				within(t, g+" bytes", s.got[g], want, 2*MiB)
+			}
+		})
+	}
+}
+
 // TestNoIdleAdvantage: a group that joins after its sibling had the parent
 // to itself gets no catch-up; from then on they split evenly.
 func TestNoIdleAdvantage(t *testing.T) {

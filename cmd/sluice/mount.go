@@ -48,7 +48,9 @@ Limits use the cgroup v2 io.max vocabulary, one --limit per group:
   --limit 'tenants/a rbps=1MiB wbps=1MiB wiops=100'
 Keys: rbps, wbps (bytes/s), riops, wiops (I/Os per second, counted per
 --max-io piece); max means unlimited. Sizes: 512k, 10MiB, 1.5G (k K KiB M MiB
-G GiB T TiB are powers of 1024; kB MB GB TB powers of 1000).
+G GiB T TiB are powers of 1024; kB MB GB TB powers of 1000). weight=N (1 to
+10000, default 100): a group's share beside its siblings when their parent's
+limit is reached, by bytes: --limit 'tenants/a weight=200'.
 
 Groups: a caller is in the group of the first --group rule it matches, else
 in "default". All conditions of one rule must hold; repeat a rule for OR.
