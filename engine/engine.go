@@ -167,15 +167,38 @@ func (e *Engine) PathLimits(g *throttle.Group) throttle.Limits {
 // now, in one step under the engine's lock: keys c does not set keep their
 // values, so concurrent changes of different keys do not lose each other,
 // and queued requests are re-timed. It returns the group's limits before
-// and after. This is the one path by which limits change on a running
-// engine; the group's limits live only in the throttle (throttle.Group).
-func (e *Engine) SetLimits(path string, c throttle.LimitChange) (was, is throttle.Limits) {
+// and after, or an error and the limits unchanged where the result would
+// not hold (throttle.Tree.Check: a floor above a cap). This is the one
+// path by which limits change on a running engine; the group's limits
+// live only in the throttle (throttle.Group).
+func (e *Engine) SetLimits(path string, c throttle.LimitChange) (was, is throttle.Limits, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	was = e.st.Group(path).Limits()
 	is = c.Apply(was)
+	if err := e.st.CheckLimits(map[string]throttle.Limits{path: is}); err != nil {
+		return was, was, err
+	}
 	e.apply(e.st.SetLimits(e.now(), path, is))
-	return was, is
+	return was, is, nil
+}
+
+// SetAllLimits sets the limits of the groups in order, every key, to
+// those in all, in one step under the engine's lock, or none of them where
+// they would not hold together (throttle.Tree.Check). It returns each
+// group's limits before.
+func (e *Engine) SetAllLimits(order []string, all map[string]throttle.Limits) (was map[string]throttle.Limits, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.st.CheckLimits(all); err != nil {
+		return nil, err
+	}
+	was = make(map[string]throttle.Limits, len(order))
+	for _, path := range order {
+		was[path] = e.st.Group(path).Limits()
+		e.apply(e.st.SetLimits(e.now(), path, all[path]))
+	}
+	return was, nil
 }
 
 // Metrics returns a snapshot of the stack's figures.

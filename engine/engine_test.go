@@ -230,11 +230,11 @@ func TestSetLimitLive(t *testing.T) {
 // keys from many goroutines at once all hold in the end.
 func TestSetLimitsChange(t *testing.T) {
 	e := newEngine(t)
-	was, is := e.SetLimits("a/b", throttle.LimitChange{Keys: throttle.KeyRBPS | throttle.KeyWIOPS, To: throttle.Limits{RBPS: MiB, WBPS: 7, WIOPS: 100}})
+	was, is, _ := e.SetLimits("a/b", throttle.LimitChange{Keys: throttle.KeyRBPS | throttle.KeyWIOPS, To: throttle.Limits{RBPS: MiB, WBPS: 7, WIOPS: 100}})
 	if want := (throttle.Limits{RBPS: MiB, WIOPS: 100}); was != (throttle.Limits{}) || is != want {
 		t.Fatalf("first change: %v → %v, want %v → %v", was, is, throttle.Limits{}, want)
 	}
-	was, is = e.SetLimits("a/b", throttle.LimitChange{Keys: throttle.KeyRBPS | throttle.KeyRIOPS, To: throttle.Limits{RIOPS: 5}})
+	was, is, _ = e.SetLimits("a/b", throttle.LimitChange{Keys: throttle.KeyRBPS | throttle.KeyRIOPS, To: throttle.Limits{RIOPS: 5}})
 	if want := (throttle.Limits{RIOPS: 5, WIOPS: 100}); was != (throttle.Limits{RBPS: MiB, WIOPS: 100}) || is != want {
 		t.Fatalf("second change: %v → %v, want rbps to max, riops=5, wiops kept: %v", was, is, want)
 	}

@@ -284,8 +284,20 @@ func Mount(opts Options) (*FS, error) {
 	}
 	f.group(group.Default)
 	f.SetRules(opts.Rules)
+	// The limits, applied in order, must hold together (a floor within
+	// its caps): checked as a whole, so that their order does not matter.
+	full := map[string]throttle.Limits{}
+	var order []string
 	for _, l := range opts.Limits {
-		f.SetLimit(l)
+		if _, ok := full[l.Group]; !ok {
+			order = append(order, l.Group)
+		}
+		full[l.Group] = l.Apply(full[l.Group])
+	}
+	if _, err := eng.SetAllLimits(order, full); err != nil {
+		f.tree.Close()
+		eng.Close()
+		return nil, fmt.Errorf("--limit: %v", err)
 	}
 
 	mo := fuse.MountOptions{
@@ -512,8 +524,13 @@ func (f *FS) Backing() string {
 func (f *FS) ColdReads() int64 { return f.coldReads.Load() }
 
 // SetLimit applies one limit spec live; keys it does not name keep their
-// values. It is Engine().SetLimits(l.Group, l.LimitChange).
-func (f *FS) SetLimit(l group.LimitSpec) { f.eng.SetLimits(l.Group, l.LimitChange) }
+// values, or none where the result would not hold (a floor above a cap;
+// see throttle.Tree.Check). It is Engine().SetLimits(l.Group,
+// l.LimitChange).
+func (f *FS) SetLimit(l group.LimitSpec) error {
+	_, _, err := f.eng.SetLimits(l.Group, l.LimitChange)
+	return err
+}
 
 // group returns the throttle group for name, from groups (see there).
 func (f *FS) group(name string) *throttle.Group {

@@ -848,6 +848,41 @@ func TestMountErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "is busy") {
 		t.Errorf("mount on a busy mount point: %v, want 'is busy'", err)
 	}
+	// Limits whose floors exceed a cap, in either order.
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o755)
+	for _, specs := range [][]string{{"t rbps=1MiB", "t/a rbps.min=1MiB", "t/b rbps.min=1KiB"}, {"t/a rbps.min=2MiB", "t rbps=1MiB"}} {
+		var ls []group.LimitSpec
+		for _, s := range specs {
+			ls = append(ls, limit(t, s))
+		}
+		opts := Options{Source: dir, Mountpoint: sub, Limits: ls}
+		opts.Options.Options = stack.DefaultOptions()
+		_, err := Mount(opts)
+		if want := "--limit: the floors of t's children add up to rbps.min="; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Mount with limits %q: %v, want %q", specs, err, want)
+		}
+	}
+}
+
+// TestFloorRefusedLive: a live change that would put a floor above a cap
+// is refused, and the limits in force stay.
+func TestFloorRefusedLive(t *testing.T) {
+	_, _, f := mount(t, Options{Limits: []group.LimitSpec{limit(t, "t rbps=2MiB"), limit(t, "t/a rbps.min=1MiB")}})
+	for _, c := range []struct{ spec, want string }{
+		{"t/b rbps.min=1536KiB", "the floors of t's children add up to rbps.min=2621440, above its rbps=2097152"},
+		{"t rbps=512KiB", "above its rbps=524288"},
+		{"t/a rbps=512KiB", "group t/a: rbps.min=1048576 is above rbps=524288"},
+	} {
+		if err := f.SetLimit(limit(t, c.spec)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("SetLimit(%q): %v, want %q", c.spec, err, c.want)
+		}
+	}
+	for g, want := range map[string]string{"t": "rbps=2MiB wbps=max riops=max wiops=max", "t/a": "rbps=max wbps=max riops=max wiops=max rbps.min=1MiB"} {
+		if got := groupMetrics(t, f, g).Limits; got != want {
+			t.Errorf("%s's limits after the refused changes: %s, want %s", g, got, want)
+		}
+	}
 }
 
 // TestSignalledRead: a reader that catches signals while its read waits

@@ -22,8 +22,9 @@ import (
 // reading (or writing) 1 MiB blocks and one 4 KiB blocks, each as its own
 // uid through a real mount, split the parent by bytes in proportion to
 // their weights: of equal weights each gets half within 10 %, of weights
-// 200 and 100 two thirds and one third, and together no more than the
-// parent's limit. (2 MiB/s:
+// 200 and 100 two thirds and one third, and of weights 100 and 300 with a
+// floor of half the parent for the first, half each; together no more
+// than the parent's limit. (2 MiB/s:
 // the 4 KiB tenant makes 256 reads or writes a second, one at a time,
 // each a FUSE round trip. At 4 MiB/s it fell short of its 512 a second
 // under go test -race ./... on a 2-core VM whose host took 0.5-0.9 of
@@ -53,13 +54,19 @@ func TestSiblingShareOnMount(t *testing.T) {
 	for _, c := range []struct {
 		dir    string
 		wa, wb int64 // the tenants' weights
-	}{{"read", 100, 100}, {"write", 100, 100}, {"read", 200, 100}, {"write", 200, 100}} {
+		floorA int64 // t/a's floor, bytes/s
+	}{{"read", 100, 100, 0}, {"write", 100, 100, 0}, {"read", 200, 100, 0}, {"write", 200, 100, 0},
+		{"read", 100, 300, 1 << 20}, {"write", 100, 300, 1 << 20}} {
 		dir := c.dir
-		t.Run(fmt.Sprintf("%s, weights %d and %d", dir, c.wa, c.wb), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s, weights %d and %d, floor %d", dir, c.wa, c.wb, c.floorA), func(t *testing.T) {
 			rules := []group.Rule{{Group: "t/a", UID: new(uint32(1001))}, {Group: "t/b", UID: new(uint32(1002))}}
 			key := map[string]string{"read": "rbps", "write": "wbps"}[dir]
+			la := fmt.Sprintf("t/a weight=%d", c.wa)
+			if c.floorA > 0 {
+				la += fmt.Sprintf(" %s.min=%d", key, c.floorA)
+			}
 			opts := Options{Rules: rules, Limits: []group.LimitSpec{limit(t, "t "+key+"=2MiB"),
-				limit(t, fmt.Sprintf("t/a weight=%d", c.wa)), limit(t, fmt.Sprintf("t/b weight=%d", c.wb))},
+				limit(t, la), limit(t, fmt.Sprintf("t/b weight=%d", c.wb))},
 				Source: tmpfs(t, "size=256m")}
 			src, mnt, f := mount(t, opts)
 			os.Chmod(src, 0o777)
@@ -116,11 +123,13 @@ func TestSiblingShareOnMount(t *testing.T) {
 			if got := float64(got["a"]+got["b"]) / elapsed / rate; got > 1.05 {
 				t.Errorf("the tenants moved %.3f of the parent's limit over the run", got)
 			}
+			// t/a's share is its floor where that is more than its
+			// weight's; t/b gets the rest.
+			shareA := max((a+b)*float64(c.wa)/float64(c.wa+c.wb), float64(c.floorA))
 			for name, v := range map[string]float64{"t/a": a, "t/b": b} {
-				w := map[string]int64{"t/a": c.wa, "t/b": c.wb}[name]
-				share := (a + b) * float64(w) / float64(c.wa+c.wb)
+				share := map[string]float64{"t/a": shareA, "t/b": a + b - shareA}[name]
 				if v < 0.9*share || v > 1.1*share {
-					t.Errorf("%s got %.3f of its share by weight %d of %d (%.2f against %.2f MiB/s)", name, v/share, w, c.wa+c.wb, a/(1<<20), b/(1<<20))
+					t.Errorf("%s got %.3f of its share (weights %d and %d, t/a's floor %d B/s; %.2f against %.2f MiB/s)", name, v/share, c.wa, c.wb, c.floorA, a/(1<<20), b/(1<<20))
 				}
 			}
 		})

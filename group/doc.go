@@ -40,8 +40,11 @@
 // is rejected: it would mean "no I/O at all", which is never what is meant,
 // and is easily confused with "unlimited". weight takes a whole number from
 // 1 to 10000, or "default" (100): the group's share beside its siblings
-// under a saturated parent. Keys not given keep their previous value; a
-// group named for the first time starts unlimited, of weight 100.
+// under a saturated parent. The floors rbps.min and wbps.min take sizes,
+// riops.min and wiops.min counts, each also "none" (no floor): what the
+// group gets of its saturated parent first. Keys not given keep their
+// previous value; a group named for the first time starts unlimited, of
+// weight 100, without floors.
 //
 // # Rules
 //

@@ -19,7 +19,7 @@ type LimitSpec struct {
 }
 
 // limitKeys lists the keys in canonical order.
-var limitKeys = []string{"rbps", "wbps", "riops", "wiops", "weight"}
+var limitKeys = []string{"rbps", "wbps", "riops", "wiops", "weight", "rbps.min", "wbps.min", "riops.min", "wiops.min"}
 
 // field returns the bit of key and its value in l, or 0 and nil for an
 // unknown key.
@@ -35,6 +35,14 @@ func (l *LimitSpec) field(key string) (throttle.Keys, *int64) {
 		return throttle.KeyWIOPS, &l.To.WIOPS
 	case "weight":
 		return throttle.KeyWeight, &l.To.Weight
+	case "rbps.min":
+		return throttle.KeyRBPSMin, &l.To.RBPSMin
+	case "wbps.min":
+		return throttle.KeyWBPSMin, &l.To.WBPSMin
+	case "riops.min":
+		return throttle.KeyRIOPSMin, &l.To.RIOPSMin
+	case "wiops.min":
+		return throttle.KeyWIOPSMin, &l.To.WIOPSMin
 	}
 	return 0, nil
 }
@@ -57,16 +65,16 @@ func ParseLimit(s string) (LimitSpec, error) {
 	}
 	l.Group = fields[0]
 	if len(fields) == 1 {
-		return LimitSpec{}, fmt.Errorf("no limits given for group %q: want KEY=VALUE with KEY one of rbps, wbps, riops, wiops, weight", l.Group)
+		return LimitSpec{}, fmt.Errorf("no limits given for group %q: want KEY=VALUE with KEY one of rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min, wiops.min", l.Group)
 	}
 	for _, f := range fields[1:] {
 		key, val, ok := strings.Cut(f, "=")
 		if !ok {
-			return LimitSpec{}, fmt.Errorf("%q is not KEY=VALUE: want KEY one of rbps, wbps, riops, wiops, weight", f)
+			return LimitSpec{}, fmt.Errorf("%q is not KEY=VALUE: want KEY one of rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min, wiops.min", f)
 		}
 		k, p := l.field(key)
 		if p == nil {
-			return LimitSpec{}, fmt.Errorf("unknown key %q in %q: want rbps, wbps, riops, wiops or weight", key, f)
+			return LimitSpec{}, fmt.Errorf("unknown key %q in %q: want rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min or wiops.min", key, f)
 		}
 		if l.Keys&k != 0 {
 			return LimitSpec{}, fmt.Errorf("duplicate key %q", key)
@@ -87,19 +95,26 @@ func parseLimitValue(key, val string) (int64, error) {
 	if key == "weight" {
 		return parseWeight(val)
 	}
-	if val == "max" {
+	floor := strings.HasSuffix(key, ".min")
+	if val == "max" && !floor || val == "none" && floor {
 		return 0, nil
 	}
 	kind, units, whole, want := "size", sizeUnits, false, wantSize
-	if strings.HasSuffix(key, "iops") {
+	if strings.Contains(key, "iops") {
 		kind, units, whole, want = "count", countUnits, true, wantCount
 	}
 	n, e := parseNumber(val, units, whole, want)
 	switch {
+	case e != nil && e.syntax && floor:
+		return 0, fmt.Errorf("bad %s %q for %s: %s or \"none\"", kind, val, key, strings.TrimSuffix(e.reason, ` or "max"`))
 	case e != nil && e.syntax:
 		return 0, fmt.Errorf("bad %s %q for %s: %s or \"max\"", kind, val, key, e.reason)
+	case e != nil && floor:
+		return 0, fmt.Errorf("bad %s %q for %s: %s; use %s=none for no floor", kind, val, key, e.reason, key)
 	case e != nil:
 		return 0, fmt.Errorf("bad %s %q for %s: %s; use %s=max for no limit", kind, val, key, e.reason, key)
+	case n == 0 && floor:
+		return 0, fmt.Errorf("bad %s %q for %s: use %s=none for no floor", kind, val, key, key)
 	case n == 0:
 		return 0, fmt.Errorf("bad %s %q for %s: zero is not unlimited; use %s=max for no limit", kind, val, key, key)
 	}
@@ -135,9 +150,11 @@ func (l LimitSpec) String() string {
 		switch {
 		case key == "weight" && *p == 0:
 			b.WriteString("default")
+		case strings.HasSuffix(key, ".min") && *p == 0:
+			b.WriteString("none")
 		case *p == 0:
 			b.WriteString("max")
-		case strings.HasSuffix(key, "bps"):
+		case strings.Contains(key, "bps"):
 			b.WriteString(FormatSize(*p))
 		default:
 			b.WriteString(strconv.FormatInt(*p, 10))
@@ -151,8 +168,14 @@ func (l LimitSpec) String() string {
 // wiops=100", and a weight when one is set (" weight=200").
 func FormatLimits(l throttle.Limits) string {
 	c := throttle.SetAll(l)
-	if l.Weight == 0 {
-		c.Keys &^= throttle.KeyWeight
+	for _, k := range []struct {
+		key throttle.Keys
+		v   int64
+	}{{throttle.KeyWeight, l.Weight}, {throttle.KeyRBPSMin, l.RBPSMin}, {throttle.KeyWBPSMin, l.WBPSMin},
+		{throttle.KeyRIOPSMin, l.RIOPSMin}, {throttle.KeyWIOPSMin, l.WIOPSMin}} {
+		if k.v == 0 {
+			c.Keys &^= k.key
+		}
 	}
 	return strings.TrimPrefix(LimitSpec{LimitChange: c}.String(), " ")
 }

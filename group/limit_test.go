@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"sluice/throttle"
@@ -50,9 +51,11 @@ func TestParseLimit(t *testing.T) {
 		{"  x   wiops=1k\triops=2.5k ", spec("x", throttle.KeyRIOPS|throttle.KeyWIOPS, throttle.Limits{RIOPS: 2500, WIOPS: 1000}), "x riops=2500 wiops=1000"},
 		{"x riops=1M wiops=1G", spec("x", throttle.KeyRIOPS|throttle.KeyWIOPS, throttle.Limits{RIOPS: 1e6, WIOPS: 1e9}), "x riops=1000000 wiops=1000000000"},
 		{"x wbps=1.5MiB rbps=10MB", spec("x", throttle.KeyRBPS|throttle.KeyWBPS, throttle.Limits{RBPS: 10e6, WBPS: 1572864}), "x rbps=10000000 wbps=1536KiB"},
-		{"x rbps=max wbps=max riops=max wiops=max", spec("x", throttle.AllKeys&^throttle.KeyWeight, throttle.Limits{}), "x rbps=max wbps=max riops=max wiops=max"},
+		{"x rbps=max wbps=max riops=max wiops=max", spec("x", throttle.KeyRBPS|throttle.KeyWBPS|throttle.KeyRIOPS|throttle.KeyWIOPS, throttle.Limits{}), "x rbps=max wbps=max riops=max wiops=max"},
 		{"x weight=200 rbps=1MB", spec("x", throttle.KeyRBPS|throttle.KeyWeight, throttle.Limits{RBPS: 1e6, Weight: 200}), "x rbps=1000000 weight=200"},
 		{"x weight=default", spec("x", throttle.KeyWeight, throttle.Limits{}), "x weight=default"},
+		{"x rbps.min=20MiB wiops.min=1k", spec("x", throttle.KeyRBPSMin|throttle.KeyWIOPSMin, throttle.Limits{RBPSMin: 20 << 20, WIOPSMin: 1000}), "x rbps.min=20MiB wiops.min=1000"},
+		{"x wbps.min=none riops.min=5", spec("x", throttle.KeyWBPSMin|throttle.KeyRIOPSMin, throttle.Limits{RIOPSMin: 5}), "x wbps.min=none riops.min=5"},
 		{"x rbps=1", spec("x", throttle.KeyRBPS, throttle.Limits{RBPS: 1}), "x rbps=1"},
 	} {
 		got, err := ParseLimit(tc.in)
@@ -87,11 +90,14 @@ func TestParseLimitErrors(t *testing.T) {
 		{"rbps=10MiB", `missing group name before "rbps=10MiB": want "GROUP KEY=VALUE ...", e.g. "default rbps=10MiB"`},
 		{"/a rbps=1", `bad group name "/a": must not start or end with '/'`},
 		{"a//b rbps=1", `bad group name "a//b": empty component ("//")`},
-		{"default", `no limits given for group "default": want KEY=VALUE with KEY one of rbps, wbps, riops, wiops, weight`},
-		{"default rbps", `"rbps" is not KEY=VALUE: want KEY one of rbps, wbps, riops, wiops, weight`},
-		{"default rbs=1M", `unknown key "rbs" in "rbs=1M": want rbps, wbps, riops, wiops or weight`},
-		{"default RBPS=1M", `unknown key "RBPS" in "RBPS=1M": want rbps, wbps, riops, wiops or weight`},
+		{"default", `no limits given for group "default": want KEY=VALUE with KEY one of rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min, wiops.min`},
+		{"default rbps", `"rbps" is not KEY=VALUE: want KEY one of rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min, wiops.min`},
+		{"default rbs=1M", `unknown key "rbs" in "rbs=1M": want rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min or wiops.min`},
+		{"default RBPS=1M", `unknown key "RBPS" in "RBPS=1M": want rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min or wiops.min`},
 		{"default rbps=1M wbps=1M rbps=max", `duplicate key "rbps"`},
+		{"default rbps.min=0", `bad size "0" for rbps.min: use rbps.min=none for no floor`},
+		{"default rbps.min=max", `bad size "max" for rbps.min: ` + strings.TrimSuffix(size, ` or "max"`) + ` or "none"`},
+		{"default riops.min=-1", `bad count "-1" for riops.min: must not be negative; use riops.min=none for no floor`},
 		{"default weight=0", `bad weight "0": want a whole number from 1 to 10000, or "default" (100)`},
 		{"default weight=10001", `bad weight "10001": want a whole number from 1 to 10000, or "default" (100)`},
 		{"default weight=max", `bad weight "max": want a whole number from 1 to 10000, or "default" (100)`},

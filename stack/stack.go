@@ -258,6 +258,12 @@ func (s *Stack) Group(path string) *throttle.Group {
 	return g
 }
 
+// CheckLimits returns an error if the groups at the paths of changes may
+// not take those limits together (throttle.Tree.Check).
+func (s *Stack) CheckLimits(changes map[string]throttle.Limits) error {
+	return s.tree.Check(changes)
+}
+
 // SetLimits sets a group's limits, every key, at now (throttle.Tree.SetLimits,
 // which keeps them); queued requests are re-timed. A change of some keys
 // only is the engine's (engine.Engine.SetLimits).

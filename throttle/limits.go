@@ -32,9 +32,30 @@ func (d Dir) String() string {
 // saturated, as io.weight: 1 to MaxWeight, 0 for DefaultWeight. Siblings
 // share what their parent admits in proportion to their weights, by bytes
 // (see Queue). A weight limits nothing alone.
+//
+// The floors RBPSMin, WBPSMin, RIOPSMin and WIOPSMin (0: none) are what
+// the group gets of its parent, when it asks for it, before its siblings
+// share the rest by weight (see Queue): a floor is served first, never
+// past the group's own caps, and only out of what its parent admits.
 type Limits struct {
-	RBPS, WBPS, RIOPS, WIOPS int64
-	Weight                   int64
+	RBPS, WBPS, RIOPS, WIOPS             int64
+	Weight                               int64
+	RBPSMin, WBPSMin, RIOPSMin, WIOPSMin int64
+}
+
+// minBPS and minIOPS return the floors of direction d (0: none).
+func (l Limits) minBPS(d Dir) int64 {
+	if d == Write {
+		return l.WBPSMin
+	}
+	return l.RBPSMin
+}
+
+func (l Limits) minIOPS(d Dir) int64 {
+	if d == Write {
+		return l.WIOPSMin
+	}
+	return l.RIOPSMin
 }
 
 // The range of weights, and a group's weight when none is set.
@@ -85,17 +106,39 @@ func (l Limits) String() string {
 	if l.Weight != 0 {
 		s += " weight=" + strconv.FormatInt(l.Weight, 10)
 	}
+	for _, f := range l.floors() {
+		if f.v != 0 {
+			s += " " + f.name + "=" + strconv.FormatInt(f.v, 10)
+		}
+	}
 	return s
 }
 
-// Validate returns an error naming the first negative field.
+type field struct {
+	name string
+	v    int64
+}
+
+// caps and floors list l's caps and floors, named, in the same order.
+func (l Limits) caps() []field {
+	return []field{{"rbps", l.RBPS}, {"wbps", l.WBPS}, {"riops", l.RIOPS}, {"wiops", l.WIOPS}}
+}
+
+func (l Limits) floors() []field {
+	return []field{{"rbps.min", l.RBPSMin}, {"wbps.min", l.WBPSMin}, {"riops.min", l.RIOPSMin}, {"wiops.min", l.WIOPSMin}}
+}
+
+// Validate returns an error naming the first negative field, a weight out
+// of its range, or a floor above the cap of the same key.
 func (l Limits) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{{"rbps", l.RBPS}, {"wbps", l.WBPS}, {"riops", l.RIOPS}, {"wiops", l.WIOPS}} {
+	caps, floors := l.caps(), l.floors()
+	for i, f := range append(caps, floors...) {
 		if f.v < 0 {
 			return fmt.Errorf("throttle: %s=%d: want 0 (max) or a positive rate", f.name, f.v)
+		}
+		if i >= len(caps) && caps[i-len(caps)].v != 0 && f.v > caps[i-len(caps)].v {
+			c := caps[i-len(caps)]
+			return fmt.Errorf("throttle: %s=%d is above %s=%d: a floor may not exceed the cap", f.name, f.v, c.name, c.v)
 		}
 	}
 	if l.Weight < 0 || l.Weight > MaxWeight {
@@ -104,9 +147,9 @@ func (l Limits) Validate() error {
 	return nil
 }
 
-// Keys is a set of a group's limit keys: which of rbps, wbps, riops, wiops
-// and weight a LimitChange sets.
-type Keys uint8
+// Keys is a set of a group's limit keys: which of rbps, wbps, riops, wiops,
+// weight and the floors a LimitChange sets.
+type Keys uint16
 
 // The limit keys, each a bit of Keys.
 const (
@@ -115,8 +158,12 @@ const (
 	KeyRIOPS
 	KeyWIOPS
 	KeyWeight
+	KeyRBPSMin
+	KeyWBPSMin
+	KeyRIOPSMin
+	KeyWIOPSMin
 	// AllKeys is every key.
-	AllKeys = KeyRBPS | KeyWBPS | KeyRIOPS | KeyWIOPS | KeyWeight
+	AllKeys = KeyRBPS | KeyWBPS | KeyRIOPS | KeyWIOPS | KeyWeight | KeyRBPSMin | KeyWBPSMin | KeyRIOPSMin | KeyWIOPSMin
 )
 
 // LimitChange is a change of one group's limits: the keys in Keys take
@@ -147,6 +194,15 @@ func (c LimitChange) Apply(cur Limits) Limits {
 	}
 	if c.Keys&KeyWeight != 0 {
 		cur.Weight = c.To.Weight
+	}
+	for _, k := range []struct {
+		key      Keys
+		cur, set *int64
+	}{{KeyRBPSMin, &cur.RBPSMin, &c.To.RBPSMin}, {KeyWBPSMin, &cur.WBPSMin, &c.To.WBPSMin},
+		{KeyRIOPSMin, &cur.RIOPSMin, &c.To.RIOPSMin}, {KeyWIOPSMin, &cur.WIOPSMin, &c.To.WIOPSMin}} {
+		if c.Keys&k.key != 0 {
+			*k.cur = *k.set
+		}
 	}
 	return cur
 }

@@ -332,6 +332,9 @@ func (q *Queue) pick(now int64, n *qnode, ok [2]bool) *Request {
 	if !ok[Read] && !ok[Write] {
 		return nil
 	}
+	if r := q.pickOwed(now, n, ok); r != nil {
+		return r
+	}
 	slices.SortFunc(n.active, func(a, b *qnode) int {
 		return cmp.Or(cmp.Compare(n.key(&a.tag), n.key(&b.tag)), cmp.Compare(a.stamp, b.stamp))
 	})
@@ -351,6 +354,38 @@ func (q *Queue) pick(now int64, n *qnode, ok [2]bool) *Request {
 	if !ownDone {
 		if r := n.head(ok); r != nil {
 			return q.anticipate(now, n, ownKey, r)
+		}
+	}
+	return nil
+}
+
+// pickOwed returns the request to release next at now from a child of n
+// that got less than one of its floors in a direction ok admits (see
+// Group.owed), the child furthest behind first, from the directions it is
+// owed in; or nil. Floors go before fair queueing and its anticipation:
+// what a floor owes is the child's whatever its siblings' tags.
+func (q *Queue) pickOwed(now int64, n *qnode, ok [2]bool) *Request {
+	type owed struct {
+		c    *qnode
+		dirs [2]bool
+		at   int64
+	}
+	var all []owed
+	for _, c := range n.active {
+		o := owed{c: c, at: math.MaxInt64}
+		for d := range ok {
+			if at, yes := c.g.owed(now, Dir(d)); ok[d] && yes {
+				o.dirs[d], o.at = true, min(o.at, at)
+			}
+		}
+		if o.at != math.MaxInt64 {
+			all = append(all, o)
+		}
+	}
+	slices.SortFunc(all, func(a, b owed) int { return cmp.Compare(a.at, b.at) })
+	for _, o := range all {
+		if r := q.pick(now, o.c, o.dirs); r != nil {
+			return r
 		}
 	}
 	return nil

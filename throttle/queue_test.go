@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -81,6 +82,73 @@ func TestWeights(t *testing.T) {
 				within(t, g+" bytes", s.got[g], want, 2*MiB)
 			}
 		})
+	}
+}
+
+// TestFloors: under a saturated parent, a group gets its floor before its
+// siblings share the rest by weight, and its share by weight where that is
+// more: a floor is a minimum, not an addition.
+func TestFloors(t *testing.T) {
+	const T = 100 * sec
+	for _, tc := range []struct {
+		name   string
+		limits map[string]Limits
+		want   map[string]int64 // bytes over T of the parent's 10 MiB/s
+	}{
+		{"a floor above its share",
+			map[string]Limits{"p/a": {RBPSMin: 4 * MiB}, "p/b": {Weight: 300}, "p/c": {Weight: 300}},
+			map[string]int64{"p/a": 400 * MiB, "p/b": 300 * MiB, "p/c": 300 * MiB}},
+		{"a floor below its share",
+			map[string]Limits{"p/a": {RBPSMin: MiB}, "p/b": {}},
+			map[string]int64{"p/a": 500 * MiB, "p/b": 500 * MiB}},
+		{"an I/O floor",
+			map[string]Limits{"p/a": {RIOPSMin: 512}, "p/b": {Weight: 1000}},
+			map[string]int64{"p/a": 200 * MiB, "p/b": 800 * MiB}},
+		{"floors of two, a third without",
+			map[string]Limits{"p/a": {RBPSMin: 3 * MiB}, "p/b": {RBPSMin: 3 * MiB}, "p/c": {Weight: 10000}},
+			map[string]int64{"p/a": 300 * MiB, "p/b": 300 * MiB, "p/c": 400 * MiB}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, Config{})
+			s.limit("p", Limits{RBPS: 10 * MiB})
+			for g, l := range tc.limits {
+				s.limit(g, l)
+				s.backlog(g, Read, 4*KiB, 4)
+			}
+			s.run(T)
+			for g, want := range tc.want {
+				within(t, g+" bytes", s.got[g], want, 2*MiB)
+			}
+		})
+	}
+}
+
+// TestCheck: limits whose floors exceed a cap on their own level or their
+// parent's are refused, with the group, keys and values named.
+func TestCheck(t *testing.T) {
+	tr := New(Config{})
+	tr.SetLimits(0, "p", Limits{RBPS: 10 * MiB, WIOPS: 100})
+	tr.SetLimits(0, "p/a", Limits{RBPSMin: 6 * MiB})
+	for _, c := range []struct {
+		changes map[string]Limits
+		want    string
+	}{
+		{map[string]Limits{"p/b": {RBPSMin: 4 * MiB}}, ""},
+		{map[string]Limits{"p/b": {RBPSMin: 5 * MiB}}, "the floors of p's children add up to rbps.min=11534336, above its rbps=10485760"},
+		{map[string]Limits{"p": {RBPS: 5 * MiB}}, "the floors of p's children add up to rbps.min=6291456, above its rbps=5242880"},
+		{map[string]Limits{"p": {RBPS: 5 * MiB}, "p/a": {}}, ""},
+		{map[string]Limits{"p/b": {WIOPSMin: 101}}, "above its wiops=100"},
+		{map[string]Limits{"q": {RBPS: MiB, RBPSMin: 2 * MiB}}, "group q: rbps.min=2097152 is above rbps=1048576: a floor may not exceed the cap"},
+		{map[string]Limits{"q": {Weight: MaxWeight + 1}}, "group q: weight=10001: want 1 to 10000"},
+		{map[string]Limits{"x/y/z": {RBPSMin: 100 * MiB}}, ""},
+	} {
+		err := tr.Check(c.changes)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("Check(%v): %v, want nil", c.changes, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("Check(%v): %v, want an error with %q", c.changes, err, c.want)
+		}
 	}
 }
 

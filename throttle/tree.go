@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"path"
 	"slices"
@@ -70,6 +71,10 @@ type Group struct {
 	up     *Group // the implicit root for top-level groups; nil for the root
 	limits Limits
 	m      [2][2]meter // [Dir][bytes, ios]
+	// floor meters the service the group got against its floors, as m its
+	// caps: a floor's tat at or before now means the group got less than
+	// its floor (see owed).
+	floor [2][2]meter
 	// limited caches Limited: g or an ancestor has a limit. It is the one
 	// field safe to read without the caller's lock, so a front end can
 	// route a request before taking it.
@@ -189,6 +194,69 @@ func (g *Group) gate(d Dir) int64 {
 	return e
 }
 
+// Check returns an error if the groups at the paths of changes may not
+// take those limits together, the others keeping theirs: one fails
+// Validate, or the floors of a group's children exceed one of the group's
+// caps. A floor can only be served out of what every level above admits.
+// The error names the group, the keys and their values, for the user.
+func (t *Tree) Check(changes map[string]Limits) error {
+	next := make(map[string]Limits, len(changes))
+	for p, l := range changes {
+		if p = Clean(p); p == "" {
+			return fmt.Errorf("empty group path")
+		}
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("group %s: %s", p, strings.TrimPrefix(err.Error(), "throttle: "))
+		}
+		next[p] = l
+	}
+	limitsOf := func(q string) Limits {
+		if l, ok := next[q]; ok {
+			return l
+		}
+		if g := t.groups[q]; g != nil {
+			return g.limits
+		}
+		return Limits{}
+	}
+	parentOf := func(q string) string {
+		if i := strings.LastIndexByte(q, '/'); i >= 0 {
+			return q[:i]
+		}
+		return ""
+	}
+	paths := map[string]bool{}
+	for q := range t.groups {
+		paths[q] = true
+	}
+	for q := range next {
+		paths[q] = true
+	}
+	// The floors of each parent's children, summed.
+	sums := map[string]*[4]int64{}
+	for q := range paths {
+		up := parentOf(q)
+		if up == "" {
+			continue
+		}
+		if sums[up] == nil {
+			sums[up] = new([4]int64)
+		}
+		for i, f := range limitsOf(q).floors() {
+			sums[up][i] = satAdd(sums[up][i], f.v)
+		}
+	}
+	ups := slices.Sorted(maps.Keys(sums))
+	for _, up := range ups {
+		for i, c := range limitsOf(up).caps() {
+			if c.v != 0 && sums[up][i] > c.v {
+				return fmt.Errorf("the floors of %s's children add up to %s=%d, above its %s=%d: a floor is served out of what its parent admits", up, limitsOf(up).floors()[i].name, sums[up][i], c.name, c.v)
+			}
+		}
+	}
+	return nil
+}
+
 // SetLimits sets the limits of the group at path (creating it if needed)
 // at now. Each changed dimension keeps its meaning: outstanding debt is
 // rescaled, so a group owing D ns at the old rate owes D*old/new at the new
@@ -205,6 +273,8 @@ func (t *Tree) SetLimits(now int64, path string, l Limits) {
 	for _, d := range []Dir{Read, Write} {
 		g.m[d][dimBytes].setRate(now, l.BPS(d))
 		g.m[d][dimIOs].setRate(now, l.IOPS(d))
+		g.floor[d][dimBytes].setRate(now, l.minBPS(d))
+		g.floor[d][dimIOs].setRate(now, l.minIOPS(d))
 	}
 	g.limits = l
 	for _, x := range t.groups {
@@ -263,8 +333,23 @@ func (t *Tree) charge(now, arrival int64, g *Group, d Dir, bytes, ios int64) {
 		cleared := min(max(at, x.gate(d)), now)
 		x.m[d][dimBytes].charge(at, t.burst, bytes)
 		x.m[d][dimIOs].charge(at, t.burst, ios)
+		x.floor[d][dimBytes].charge(now, t.burst, bytes)
+		x.floor[d][dimIOs].charge(now, t.burst, ios)
 		at = cleared
 	}
+}
+
+// owed returns the earliest floor schedule of g in direction d that stands
+// at or before now, that is, of a floor g got less than (with at most
+// Burst of idle time counted), and whether there is one.
+func (g *Group) owed(now int64, d Dir) (int64, bool) {
+	best, ok := int64(0), false
+	for _, m := range g.floor[d] {
+		if at := max(m.tat, now-g.tree.burst); m.rate != 0 && m.tat <= now && (!ok || at < best) {
+			best, ok = at, true
+		}
+	}
+	return best, ok
 }
 
 // Refund returns bytes charged in direction d but not used (a short read)

@@ -286,6 +286,14 @@ func TestReload(t *testing.T) {
 	if l := limitsOf(); l != "rbps=64MiB wbps=max riops=max wiops=max" {
 		t.Errorf("limits after a refused reload: %s", l)
 	}
+	// So is a floor above its cap.
+	write("rbps=1MiB rbps.min=2MiB")
+	if b, err := sluice("reload", mnt).CombinedOutput(); err == nil || !strings.Contains(string(b), "rbps.min=2097152 is above rbps=1048576") {
+		t.Errorf("reload of a floor above its cap: %v\n%s", err, b)
+	}
+	if l := limitsOf(); l != "rbps=64MiB wbps=max riops=max wiops=max" {
+		t.Errorf("limits after a refused reload: %s", l)
+	}
 
 	// SIGHUP; and a group whose limits are gone goes back to max.
 	write("")

@@ -43,7 +43,7 @@ func TestUsageErrors(t *testing.T) {
 		want []string
 	}{
 		{[]string{"mount", "--limit", "default rbps=10XB", dir, dir}, []string{`--limit "default rbps=10XB"`, `"10XB"`, "MiB", "max"}},
-		{[]string{"mount", "--limit", "default rbs=1M", dir, dir}, []string{`unknown key "rbs"`, "rbps, wbps, riops, wiops or weight"}},
+		{[]string{"mount", "--limit", "default rbs=1M", dir, dir}, []string{`unknown key "rbs"`, "rbps, wbps, riops, wiops, weight, rbps.min"}},
 		{[]string{"mount", "--limit", "default riops=1.5", dir, dir}, []string{"riops", `"1.5"`, "whole number"}},
 		{[]string{"mount", "--limit", "a//b rbps=1M", dir, dir}, []string{`--limit "a//b rbps=1M"`, "empty component"}},
 		{[]string{"mount", "--group", "backup pid=3", dir, dir}, []string{`--group "backup pid=3"`, `unknown key "pid"`, "uid, gid, comm or cgroup"}},

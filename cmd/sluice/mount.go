@@ -50,7 +50,9 @@ Keys: rbps, wbps (bytes/s), riops, wiops (I/Os per second, counted per
 --max-io piece); max means unlimited. Sizes: 512k, 10MiB, 1.5G (k K KiB M MiB
 G GiB T TiB are powers of 1024; kB MB GB TB powers of 1000). weight=N (1 to
 10000, default 100): a group's share beside its siblings when their parent's
-limit is reached, by bytes: --limit 'tenants/a weight=200'.
+limit is reached, by bytes: --limit 'tenants/a weight=200'. Floors
+rbps.min, wbps.min, riops.min, wiops.min (none for no floor): what a group
+gets of its parent's limit first, whatever its weight.
 
 Groups: a caller is in the group of the first --group rule it matches, else
 in "default". All conditions of one rule must hold; repeat a rule for OR.
@@ -367,7 +369,9 @@ func (t *target) Set(spec string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%q: %v", spec, err)
 	}
-	t.m.Engine().SetLimits(l.Group, l.LimitChange)
+	if err := t.m.SetLimit(l); err != nil {
+		return "", fmt.Errorf("%q: %v", spec, err)
+	}
 	if !t.reachable(l.Group) {
 		return fmt.Sprintf("no caller is classified into %q or below it: the mount has no --group rule for it (callers not matched by any rule are in %q)", l.Group, group.Default), nil
 	}

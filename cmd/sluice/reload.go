@@ -108,7 +108,29 @@ func (t *target) apply() (applied, stale []string, err error) {
 		stale = append(stale, fmt.Sprintf("%s %s → %s", name, orNone(t.flags[name]), orNone(nextFlags[name])))
 	}
 
-	// What applies live.
+	// What applies live, limits first: they are checked as a whole (a
+	// floor within its caps) and refused with nothing changed. Each group
+	// named before or now gets every key: the file's value, or max.
+	full := map[string]throttle.Limits{}
+	var order []string
+	for _, l := range append(slices.Clone(cur.Limits), next.Limits...) {
+		if _, ok := full[l.Group]; !ok {
+			full[l.Group] = throttle.Limits{}
+			order = append(order, l.Group)
+		}
+	}
+	for _, l := range next.Limits {
+		full[l.Group] = l.Apply(full[l.Group])
+	}
+	was, err := t.m.Engine().SetAllLimits(order, full)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, g := range order {
+		if is := full[g]; was[g] != is {
+			applied = append(applied, fmt.Sprintf("limits of %s %s → %s", g, group.FormatLimits(was[g]), group.FormatLimits(is)))
+		}
+	}
 	if ms := t.m.Mirrors(); ms != nil {
 		if was := ms.Policy(); next.ReadPolicy != was {
 			if err := ms.SetPolicy(next.ReadPolicy); err != nil {
@@ -121,25 +143,6 @@ func (t *target) apply() (applied, stale []string, err error) {
 		applied = append(applied, fmt.Sprintf("group rules %s → %s", a, b))
 	}
 	t.m.SetRules(next.Rules)
-	// Each group named before or now gets every key: the file's value, or
-	// max.
-	full := map[string]throttle.Limits{}
-	var order []string
-	for _, l := range append(slices.Clone(cur.Limits), next.Limits...) {
-		if _, ok := full[l.Group]; !ok {
-			full[l.Group] = throttle.Limits{}
-			order = append(order, l.Group)
-		}
-	}
-	for _, l := range next.Limits {
-		full[l.Group] = l.Apply(full[l.Group])
-	}
-	for _, g := range order {
-		was, is := t.m.Engine().SetLimits(g, throttle.SetAll(full[g]))
-		if was != is {
-			applied = append(applied, fmt.Sprintf("limits of %s %s → %s", g, group.FormatLimits(was), group.FormatLimits(is)))
-		}
-	}
 	t.opts.Rules, t.opts.Limits, t.opts.ReadPolicy = next.Rules, next.Limits, next.ReadPolicy
 	return applied, stale, nil
 }
