@@ -7,6 +7,7 @@ import (
 
 	"sluice/device"
 	"sluice/stack"
+	"sluice/throttle"
 )
 
 // newRunner builds the model of sc: the stack with the mount's options,
@@ -42,9 +43,15 @@ func newRunner(sc *Scenario) (*runner, error) {
 	if r.mirrors, err = newMirrorSet(sc); err != nil {
 		return nil, err
 	}
+	all := map[string]throttle.Limits{}
 	for _, g := range sc.Groups {
-		l, _ := sc.limits(g)
-		r.st.SetLimits(0, g.Name, l)
+		all[g.Name], _ = sc.limits(g)
+	}
+	if err := r.st.CheckLimits(all); err != nil {
+		return nil, fmt.Errorf("groups: %v", err)
+	}
+	for _, g := range sc.Groups {
+		r.st.SetLimits(0, g.Name, all[g.Name])
 	}
 	r.addJobs()
 	return r, nil

@@ -330,12 +330,19 @@ func (sc *Scenario) check() error {
 		}
 	}
 	groups := map[string]bool{}
+	all := map[string]throttle.Limits{}
 	for i, g := range sc.Groups {
 		k := func(f string) toml.Key { return toml.Key{"group", strconv.Itoa(i), f} }
 		if throttle.Clean(g.Name) == "" {
 			return sc.errAt(k("name"), "every group needs a name")
 		}
-		if _, err := sc.limits(g); err != nil {
+		l, err := sc.limits(g)
+		if err != nil {
+			return sc.errAt(k("limits"), "%v", err)
+		}
+		// The groups' limits must hold together (a floor within its caps).
+		all[g.Name] = l
+		if err := throttle.New(throttle.Config{}).Check(all); err != nil {
 			return sc.errAt(k("limits"), "%v", err)
 		}
 		groups[throttle.Clean(g.Name)] = true
