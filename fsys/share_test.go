@@ -123,6 +123,11 @@ func TestSiblingShareOnMount(t *testing.T) {
 			if got := float64(got["a"]+got["b"]) / elapsed / rate; got > 1.05 {
 				t.Errorf("the tenants moved %.3f of the parent's limit over the run", got)
 			}
+			// stat shows the floor at work: t/a's I/O went first, t/b's
+			// never did.
+			if fa, fb := groupMetrics(t, f, "t/a").FloorBytes, groupMetrics(t, f, "t/b").FloorBytes; c.floorA > 0 && (fa == 0 || fb != 0) || c.floorA == 0 && fa+fb != 0 {
+				t.Errorf("bytes served first for a floor: t/a %d, t/b %d (t/a's floor %d B/s)", fa, fb, c.floorA)
+			}
 			// t/a's share is its floor where that is more than its
 			// weight's; t/b gets the rest.
 			shareA := max((a+b)*float64(c.wa)/float64(c.wa+c.wb), float64(c.floorA))

@@ -44,6 +44,10 @@ var (
 	wait       = prometheus.NewDesc("sluice_throttle_wait_seconds", "How long each device I/O waited for the group's throttle.", gd, nil)
 	limit      = prometheus.NewDesc("sluice_limit_bytes_per_second", "The group's byte limit; absent when it has none.", gd, nil)
 	limitIOPS  = prometheus.NewDesc("sluice_limit_ios_per_second", "The group's I/O limit; absent when it has none.", gd, nil)
+	floor      = prometheus.NewDesc("sluice_floor_bytes_per_second", "The group's byte floor; absent when it has none.", gd, nil)
+	floorIOPS  = prometheus.NewDesc("sluice_floor_ios_per_second", "The group's I/O floor; absent when it has none.", gd, nil)
+	weight     = prometheus.NewDesc("sluice_weight", "The group's weight among its siblings under a saturated parent.", g, nil)
+	floorBytes = prometheus.NewDesc("sluice_floor_served_bytes_total", "Device bytes released ahead of the siblings' turn for a floor.", g, nil)
 	readahead  = prometheus.NewDesc("sluice_readahead_bytes_total", "Bytes read ahead (outcome issued), later read by an application (used), or dropped unread (wasted).", []string{"group", "outcome"}, nil)
 	callerless = prometheus.NewDesc("sluice_writeback_callerless_bytes_total", "Bytes of the kernel's writeback without a caller (mmap writes), written at once and charged as debt.", g, nil)
 	early      = prometheus.NewDesc("sluice_writeback_early_bytes_total", "Bytes written whose backing writeback sluice started early.", g, nil)
@@ -65,7 +69,7 @@ var (
 type collector struct{ src Source }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{appBytes, appCalls, devBytes, devIOs, wait, limit, limitIOPS, readahead, callerless,
+	for _, d := range []*prometheus.Desc{appBytes, appCalls, devBytes, devIOs, wait, limit, limitIOPS, floor, floorIOPS, weight, floorBytes, readahead, callerless,
 		early, dirty, cacheBytes, cacheLimit, queued, mReads, mBytes, mErrors, mHedged, mTime, mInflight, mLatency, mState} {
 		ch <- d
 	}
@@ -101,6 +105,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		count(callerless, gm.WritebackBytes, name)
 		count(early, gm.WritebackEarly, name)
 		gauge(dirty, float64(gm.Dirty), name)
+		count(floorBytes, gm.FloorBytes, name)
 		limits(ch, name, gm.Limit)
 	}
 	for _, ms := range c.src.Mirrors() {
@@ -138,9 +143,15 @@ func limits(ch chan<- prometheus.Metric, name string, l throttle.Limits) {
 		d   *prometheus.Desc
 		v   int64
 		dir string
-	}{{limit, l.RBPS, "read"}, {limit, l.WBPS, "write"}, {limitIOPS, l.RIOPS, "read"}, {limitIOPS, l.WIOPS, "write"}} {
+	}{{limit, l.RBPS, "read"}, {limit, l.WBPS, "write"}, {limitIOPS, l.RIOPS, "read"}, {limitIOPS, l.WIOPS, "write"},
+		{floor, l.RBPSMin, "read"}, {floor, l.WBPSMin, "write"}, {floorIOPS, l.RIOPSMin, "read"}, {floorIOPS, l.WIOPSMin, "write"}} {
 		if x.v > 0 {
 			ch <- prometheus.MustNewConstMetric(x.d, prometheus.GaugeValue, float64(x.v), name, x.dir)
 		}
 	}
+	w := l.Weight
+	if w == 0 {
+		w = throttle.DefaultWeight
+	}
+	ch <- prometheus.MustNewConstMetric(weight, prometheus.GaugeValue, float64(w), name)
 }

@@ -30,6 +30,10 @@ type Counters struct {
 	// ThrottledNs sums, over device I/Os, the time each waited for the
 	// throttle.
 	ThrottledNs int64 `json:"throttled_ns"`
+	// FloorBytes are device bytes released ahead of the siblings' turn,
+	// for a floor (throttle.Request.Floor): while they grow, a floor is
+	// protecting the group from its siblings.
+	FloorBytes int64 `json:"floor_bytes"`
 	// Readahead bytes read, later used by a read, and dropped unused.
 	RAIssued int64 `json:"ra_issued"`
 	RAUsed   int64 `json:"ra_used"`
@@ -96,6 +100,7 @@ var CounterFields = []CounterField{
 	{Name: "wbytes", Help: "bytes written to the device", Get: func(c *Counters) int64 { return c.WBytes }},
 	{Name: "wios", Help: "device writes of at most --max-io bytes", Get: func(c *Counters) int64 { return c.WIOs }},
 	{Name: "throttled_ns", Help: "time device I/Os waited for the throttle, summed", Nanos: true, Get: func(c *Counters) int64 { return c.ThrottledNs }},
+	{Name: "floor_bytes", Help: "device bytes released ahead of the siblings' turn for a floor", Get: func(c *Counters) int64 { return c.FloorBytes }},
 	{Name: "ra_issued", Help: "bytes read ahead", Get: func(c *Counters) int64 { return c.RAIssued }},
 	{Name: "ra_used", Help: "bytes read ahead and then read by an application", Get: func(c *Counters) int64 { return c.RAUsed }},
 	{Name: "ra_wasted", Help: "bytes read ahead and dropped unused", Get: func(c *Counters) int64 { return c.RAWasted }},
@@ -181,6 +186,9 @@ func (m Metrics) Format(exact bool) string {
 		fmt.Fprintf(w, "  applications\tread %s in %s calls\twrote %s in %s calls\n", size(c.AppRBytes), count(c.AppReads), size(c.AppWBytes), count(c.AppWrites))
 		fmt.Fprintf(w, "  device\tread %s in %s I/Os\twrote %s in %s I/Os\n", size(c.RBytes), count(c.RIOs), size(c.WBytes), count(c.WIOs))
 		fmt.Fprintf(w, "  throttled\treads waited %s\twriters waited %s\n", secs(c.ThrottledNs), secs(c.WThrottledNs))
+		if c.FloorBytes > 0 {
+			fmt.Fprintf(w, "  floor\t%s served first for a floor\n", size(c.FloorBytes))
+		}
 		fmt.Fprintf(w, "  readahead\t%s issued, %s used, %s wasted\n", size(c.RAIssued), size(c.RAUsed), size(c.RAWasted))
 		fmt.Fprintf(w, "  writeback\t%s without a caller, %s started early, %s dirty now\n", size(c.WritebackBytes), size(c.WritebackEarly), size(c.Dirty))
 		w.Flush()

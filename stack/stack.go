@@ -292,6 +292,11 @@ func (s *Stack) release(now int64) Actions {
 			case *ticket:
 				s.released(now, v)
 			}
+			if q.Floor {
+				for g := q.Group; g != nil; g = g.Parent() {
+					s.groupStats(g).Counters.FloorBytes += q.Bytes
+				}
+			}
 		}
 		clear(s.scratch)
 		if !s.opened {

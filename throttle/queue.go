@@ -42,6 +42,10 @@ type Request struct {
 	Class Class
 	// Value is the caller's payload; the Queue never looks at it.
 	Value any
+	// Floor says the Queue released the request ahead of its siblings'
+	// turn by fair queueing, for a floor of its group or of an ancestor
+	// (see Group.owed); set by Release.
+	Floor bool
 
 	q          *Queue // the queue holding the request; nil when not queued
 	prev, next *Request
@@ -210,7 +214,7 @@ func (q *Queue) Push(now int64, r *Request) {
 	}
 	n := q.node(r.Group)
 	q.seq++
-	r.q, r.seq, r.enq = q, q.seq, now
+	r.q, r.seq, r.enq, r.Floor = q, q.seq, now, false
 	n.fifo[r.Dir][r.Class].pushBack(r)
 	if n.ownLen == 0 {
 		n.own.start, n.own.stamp = max(n.vclock, n.own.finish), q.nextStamp()
@@ -385,6 +389,7 @@ func (q *Queue) pickOwed(now int64, n *qnode, ok [2]bool) *Request {
 	slices.SortFunc(all, func(a, b owed) int { return cmp.Compare(a.at, b.at) })
 	for _, o := range all {
 		if r := q.pick(now, o.c, o.dirs); r != nil {
+			r.Floor = true
 			return r
 		}
 	}

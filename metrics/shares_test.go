@@ -1,0 +1,43 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"sluice/backing"
+	"sluice/stack"
+	"sluice/throttle"
+)
+
+type snapshot stack.Metrics
+
+func (s snapshot) Metrics() stack.Metrics         { return stack.Metrics(s) }
+func (s snapshot) Mirrors() []backing.MirrorStats { return nil }
+
+// TestSharesExported: a group's weight (the default where none is set),
+// its floors and the bytes served first for them reach /metrics.
+func TestSharesExported(t *testing.T) {
+	snap := snapshot{Groups: []stack.GroupMetrics{
+		{Group: "t/a", Limit: throttle.Limits{RBPSMin: 1 << 20, WIOPSMin: 50, Weight: 200}, Counters: stack.Counters{FloorBytes: 4096}},
+		{Group: "t/b"},
+	}}
+	rec := httptest.NewRecorder()
+	Handler(snap).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		`sluice_weight{group="t/a"} 200`,
+		`sluice_weight{group="t/b"} 100`,
+		`sluice_floor_bytes_per_second{direction="read",group="t/a"} 1.048576e+06`,
+		`sluice_floor_ios_per_second{direction="write",group="t/a"} 50`,
+		`sluice_floor_served_bytes_total{group="t/a"} 4096`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(string(body), `sluice_floor_bytes_per_second{direction="read",group="t/b"}`) {
+		t.Errorf("/metrics shows a floor for t/b, which has none")
+	}
+}
