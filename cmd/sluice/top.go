@@ -195,7 +195,8 @@ func (v *topView) run(first []string, every time.Duration, next func() ([]string
 const topWidth = 80
 
 // topLines renders the view of cur against the snapshot before it, in
-// topWidth columns: per group its limits, then its read and write rates
+// topWidth columns: per group its limits (and the rate its floor had
+// released ahead of its siblings, where it did), then its read and write rates
 // each against its byte limit as a ratio and a bar, the I/Os queued in
 // the throttle on average over the interval (time waited over the
 // interval's length), the readahead hit ratio and its dirty bytes;
@@ -222,8 +223,13 @@ func topLines(mnt string, prev, cur control.Status) []string {
 			// Pages read ahead before the interval may be used in it.
 			hit = fmt.Sprintf("%.0f%%", min(100, 100*float64(g.RAUsed-p.RAUsed)/float64(issued)))
 		}
+		head := g.Group + "  " + g.Limits
+		if fl := perSec(g.FloorBytes, p.FloorBytes); fl > 0 {
+			// Its floor is holding its siblings back for it.
+			head = g.Group + fmt.Sprintf("  floor first %s/s", stack.HumanBytes(int64(fl))) + "  " + g.Limits
+		}
 		lines = append(lines,
-			fit(g.Group+"  "+g.Limits),
+			fit(head),
 			fit("  read  "+rateLine(perSec(g.AppRBytes, p.AppRBytes), rl)+fmt.Sprintf("  queued %5.2f  ra hit %s",
 				perSec(g.ThrottledNs, p.ThrottledNs)/1e9, hit)),
 			fit("  write "+rateLine(perSec(g.AppWBytes, p.AppWBytes), wl)+fmt.Sprintf("  queued %5.2f  dirty %s",

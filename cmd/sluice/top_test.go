@@ -157,9 +157,15 @@ func TestTopLines(t *testing.T) {
 	cur := control.Status{Time: t0.Add(2 * time.Second), ReadPolicy: "adaptive",
 		Mirrors: []backing.MirrorStats{{Dir: "/m0", State: "healthy", Bytes: 4 << 20, Latency: 250000}}}
 	cur.Groups = []stack.GroupMetrics{g(8<<20, 1<<20, 1e9, 4<<20, 3<<20)}
+	b := g(2<<20, 0, 0, 0, 0)
+	b.Group, b.Limits, b.FloorBytes = "tenants/b", "rbps=max wbps=max riops=max wiops=max rbps.min=1MiB", 2<<20
+	cur.Groups = append(cur.Groups, b)
 	lines := topLines("/mnt", prev, cur)
 	view := strings.Join(lines, "\n")
-	for _, want := range []string{"tenants/a  rbps=4MiB", "read    4.00 MiB/s  of 4.00 MiB [##########]  1.00  queued  0.50  ra hit 75%",
+	if strings.Contains(lineAfter(lines, "tenants/a", ""), "floor") {
+		t.Errorf("tenants/a, whose floor released nothing first, says floor:\n%s", view)
+	}
+	for _, want := range []string{"tenants/a  rbps=4MiB", "tenants/b  floor first 1.00 MiB/s  rbps=max", "read    4.00 MiB/s  of 4.00 MiB [##########]  1.00  queued  0.50  ra hit 75%",
 		"write    512 KiB/s  of max      [          ]     -", "/m0", "healthy", "2.00 MiB", "250µs", "read policy adaptive"} {
 		if !strings.Contains(view, want) {
 			t.Errorf("view lacks %q:\n%s", want, view)
