@@ -93,6 +93,11 @@ type FaultRule struct {
 	// Limit is how many times the rule fires at most. The default, 0, is
 	// no limit.
 	Limit int
+	// After is how many matching operations the rule lets through before
+	// it fires: a read that fails after the first After reads of a file
+	// fails in the middle of it. Operations its Prob skipped count too.
+	// The default is 0: from the first.
+	After int
 }
 
 // Validate reports what is wrong with the rule, naming the field.
@@ -106,6 +111,8 @@ func (r *FaultRule) Validate() error {
 		return fmt.Errorf("FaultRule.Delay %v: want 0 or more", r.Delay)
 	case r.Limit < 0:
 		return fmt.Errorf("FaultRule.Limit %d: want 0 (no limit) or more", r.Limit)
+	case r.After < 0:
+		return fmt.Errorf("FaultRule.After %d: want 0 or more", r.After)
 	}
 	if _, err := path.Match(strings.TrimSuffix(r.Path, "/**"), ""); err != nil {
 		return fmt.Errorf("FaultRule.Path %q: %v", r.Path, err)
@@ -186,6 +193,7 @@ type FaultTree struct {
 	mu     sync.Mutex
 	rules  []FaultRule
 	fired  []int
+	seen   []int // matching operations per rule, fired or not
 	rand   *rand.Rand
 	names  map[ID]faultLoc // where each object was last seen named
 	byName map[faultLoc]ID
@@ -217,7 +225,8 @@ func NewFaultTree(inner Tree, opts FaultOptions) (*FaultTree, error) {
 	return t, nil
 }
 
-// SetRules replaces the rules, and their counts of faults, at any time.
+// SetRules replaces the rules, and their counts of faults and of the
+// operations they matched, at any time.
 // It fails, changing nothing, when a rule is invalid.
 func (t *FaultTree) SetRules(rules ...FaultRule) error {
 	for i := range rules {
@@ -229,6 +238,7 @@ func (t *FaultTree) SetRules(rules ...FaultRule) error {
 	defer t.mu.Unlock()
 	t.rules = append([]FaultRule(nil), rules...)
 	t.fired = make([]int, len(rules))
+	t.seen = make([]int, len(rules))
 	return nil
 }
 
@@ -272,7 +282,10 @@ func (t *FaultTree) inject(op Op, at ...faultAt) error {
 			}
 			matched = r.matches(t.pathOf(a))
 		}
-		if !matched || r.Prob > 0 && r.Prob < 1 && t.rand.Float64() >= r.Prob {
+		if !matched {
+			continue
+		}
+		if t.seen[i]++; t.seen[i] <= r.After || r.Prob > 0 && r.Prob < 1 && t.rand.Float64() >= r.Prob {
 			continue
 		}
 		t.fired[i]++

@@ -117,6 +117,51 @@ func TestFaultTreeRules(t *testing.T) {
 	}
 }
 
+// TestFaultTreeAfter: a rule with After lets that many matching
+// operations through, then fires (Limit times when set), and counts only
+// the operations it matches.
+func TestFaultTreeAfter(t *testing.T) {
+	mem := NewMemTree(MemOptions{})
+	ft := newFaultTree(t, mem, FaultOptions{Rules: []FaultRule{
+		{Ops: OpRead, Path: "f", Err: syscall.EIO, After: 3, Limit: 2},
+	}})
+	me := &Cred{}
+	_, f, err := ft.Create(me, RootID, "f", syscall.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, g, err := ft.Create(me, RootID, "g", syscall.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	f.WriteAt([]byte("data"), 0)
+	b := make([]byte, 4)
+	var got []string
+	for i := range 7 {
+		if i == 1 {
+			g.ReadAt(b, 0) // another path: not counted
+		}
+		_, err := f.ReadAt(b, 0)
+		got = append(got, errnoName(err))
+	}
+	if s := strings.Join(got, " "); s != "ok ok ok EIO EIO ok ok" {
+		t.Errorf("reads of f with After 3, Limit 2: %s, want ok ok ok EIO EIO ok ok", s)
+	}
+}
+
+// errnoName names an error for a test's table: "ok" for nil.
+func errnoName(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	if e, ok := err.(syscall.Errno); ok && e == syscall.EIO {
+		return "EIO"
+	}
+	return err.Error()
+}
+
 // TestFaultTreeSeed: a rule with a chance faults the same operations for
 // the same seed, other ones for another seed, and about the share asked.
 func TestFaultTreeSeed(t *testing.T) {
@@ -257,6 +302,7 @@ func TestFaultRuleValidate(t *testing.T) {
 		{FaultRule{Ops: OpRead, Prob: 1.5}, "Prob"},
 		{FaultRule{Ops: OpRead, Delay: -1}, "Delay"},
 		{FaultRule{Ops: OpRead, Limit: -1}, "Limit"},
+		{FaultRule{Ops: OpRead, After: -1}, "After"},
 		{FaultRule{Ops: OpRead, Path: "a/["}, "Path"},
 	} {
 		_, err := NewFaultTree(NewMemTree(MemOptions{}), FaultOptions{Rules: []FaultRule{{Ops: OpRead}, tc.rule}})
