@@ -1,0 +1,224 @@
+package fsys
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"sluice/backing"
+	"sluice/group"
+)
+
+// within runs fn and fails the test if it has not returned within d: a
+// bound on a call that must not hang, never a measure of its speed. The
+// goroutine of a call that hangs is left behind.
+func within(t *testing.T, d time.Duration, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s: no answer within %v", what, d)
+	}
+}
+
+// errName names an errno for a test's tables: "ok" for nil.
+func errName(err error) string {
+	var e syscall.Errno
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &e):
+		return unix.ErrnoName(e)
+	}
+	return err.Error()
+}
+
+// faultMount mounts a FaultTree over a fresh SOURCE with groups t (uid
+// 4101) and o (uid 4102) limited by limits; each has a directory of its
+// own, t/ and o/, that its uid owns and everyone may write.
+func faultMount(t *testing.T, limits ...string) (src, mnt string, ft *backing.FaultTree, f *FS) {
+	t.Helper()
+	_, src, _ = mountDirs(t)
+	for i, d := range []string{"t", "o"} {
+		if err := os.Mkdir(filepath.Join(src, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(filepath.Join(src, d), 4101+i, 4101+i)
+		os.Chmod(filepath.Join(src, d), 0o777)
+	}
+	local, err := backing.NewLocal(src, backing.LocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft, err = backing.NewFaultTree(local, backing.FaultOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Tree: ft, AllowOther: true, Rules: []group.Rule{{Group: "t", UID: new(uint32(4101))}, {Group: "o", UID: new(uint32(4102))}}}
+	for _, l := range limits {
+		opts.Limits = append(opts.Limits, limit(t, l))
+	}
+	_, mnt, f = mount(t, opts)
+	return src, mnt, ft, f
+}
+
+// readCounting reads path to its end in 128 KiB reads and returns the
+// bytes read before the first error, and the error.
+func readCounting(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 128<<10)
+	n := 0
+	for {
+		m, err := f.Read(buf)
+		n += m
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// TestFaultEIO: SOURCE failing reads and writes with EIO in the middle
+// of a file (from the 5th backing read, the 3rd write) fails the caller's read or
+// write with EIO after the bytes before it, limited group or not, while
+// the other group reads its own file meanwhile with no error and the
+// right bytes; once SOURCE is well again the same file reads and writes
+// in full. (That the failed calls' budget is refunded is
+// TestFaultRefund's, on virtual time.)
+func TestFaultEIO(t *testing.T) {
+	src, mnt, ft, _ := faultMount(t, "t rbps=16MiB wbps=16MiB", "o rbps=16MiB")
+	data := writeRandom(t, filepath.Join(src, "t", "f"), 4<<20, 1)
+	other := writeRandom(t, filepath.Join(src, "o", "f"), 4<<20, 2)
+	for _, c := range []struct {
+		name string
+		uid  int
+	}{{"limited", 4101}, {"unlimited", 4103}} {
+		t.Run(c.name, func(t *testing.T) {
+			w := filepath.Join("t", "w-"+c.name)
+			if err := ft.SetRules(
+				backing.FaultRule{Ops: backing.OpRead, Path: "t/f", Err: syscall.EIO, After: 4},
+				backing.FaultRule{Ops: backing.OpWrite, Path: w, Err: syscall.EIO, After: 2},
+			); err != nil {
+				t.Fatal(err)
+			}
+			// The other group reads meanwhile.
+			otherDone := make(chan error, 1)
+			go runAs(4102, func() {
+				b, err := os.ReadFile(filepath.Join(mnt, "o", "f"))
+				if err == nil && !bytes.Equal(b, other) {
+					err = errors.New("the bytes differ from SOURCE's")
+				}
+				otherDone <- err
+			})
+			var n int
+			var rerr, werr error
+			within(t, time.Minute, "the reads and writes failing", func() {
+				runAs(c.uid, func() {
+					n, rerr = readCounting(filepath.Join(mnt, "t", "f"))
+					werr = os.WriteFile(filepath.Join(mnt, w), data, 0o644)
+				})
+			})
+			if err := <-otherDone; err != nil {
+				t.Errorf("the other group's read while t's failed: %v", err)
+			}
+			if !errors.Is(rerr, syscall.EIO) || n == 0 || n >= len(data) {
+				t.Errorf("read of a file whose backing reads fail from the 5th: %d bytes, then %v; want some bytes, then EIO", n, rerr)
+			}
+			if !errors.Is(werr, syscall.EIO) {
+				t.Errorf("write of a file whose backing writes fail from the 3rd: %v, want EIO", werr)
+			}
+			if fired := ft.Fired(); fired[0] == 0 || fired[1] == 0 {
+				t.Errorf("the faults fired %v times, want both", fired)
+			}
+
+			ft.SetRules()
+			var got []byte
+			runAs(c.uid, func() {
+				got, rerr = os.ReadFile(filepath.Join(mnt, "t", "f"))
+				werr = os.WriteFile(filepath.Join(mnt, w), data, 0o644)
+			})
+			if rerr != nil || !bytes.Equal(got, data) {
+				t.Errorf("read again with SOURCE well: %d bytes (%v), want SOURCE's %d", len(got), rerr, len(data))
+			}
+			if b, err := os.ReadFile(filepath.Join(src, w)); werr != nil || err != nil || !bytes.Equal(b, data) {
+				t.Errorf("written again with SOURCE well: %v; SOURCE holds %d bytes (%v), want the %d written", werr, len(b), err, len(data))
+			}
+		})
+	}
+}
+
+// TestFaultReadOnlySource: SOURCE's file system remounted read-only
+// under the mount fails every write, create, mkdir and open for writing
+// with EROFS at once, for limited and unlimited groups, while reads go
+// on; remounted read-write, writes work again.
+func TestFaultReadOnlySource(t *testing.T) {
+	needFUSE(t)
+	root := loopFS(t, 32<<20)
+	os.Chmod(root, 0o777)
+	data := writeRandom(t, filepath.Join(root, "f"), 1<<20, 3)
+	os.Chmod(filepath.Join(root, "f"), 0o666)
+	rules := []group.Rule{{Group: "t", UID: new(uint32(4101))}}
+	_, mnt, _ := mount(t, Options{Source: root, AllowOther: true, Rules: rules,
+		Limits: []group.LimitSpec{limit(t, "t rbps=8MiB wbps=8MiB")}})
+	remount := func(how string) {
+		t.Helper()
+		if out, err := exec.Command("mount", "-o", "remount,"+how, root).CombinedOutput(); err != nil {
+			t.Fatalf("mount -o remount,%s %s: %v\n%s", how, root, err, out)
+		}
+	}
+	remount("ro")
+	t.Cleanup(func() { exec.Command("mount", "-o", "remount,rw", root).Run() })
+	for _, c := range []struct {
+		name string
+		uid  int
+	}{{"limited", 4101}, {"unlimited", 4102}} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			var b []byte
+			var rerr error
+			within(t, 30*time.Second, "the operations on a read-only SOURCE", func() {
+				runAs(c.uid, func() {
+					_, err := os.OpenFile(filepath.Join(mnt, "f"), os.O_WRONLY, 0)
+					got = append(got, "open-write="+errName(err))
+					err = os.WriteFile(filepath.Join(mnt, "new-"+c.name), nil, 0o644)
+					got = append(got, "create="+errName(err))
+					err = os.Mkdir(filepath.Join(mnt, "d-"+c.name), 0o755)
+					got = append(got, "mkdir="+errName(err))
+					err = os.Truncate(filepath.Join(mnt, "f"), 0)
+					got = append(got, "truncate="+errName(err))
+					b, rerr = os.ReadFile(filepath.Join(mnt, "f"))
+				})
+			})
+			const want = "open-write=EROFS create=EROFS mkdir=EROFS truncate=EROFS"
+			if s := strings.Join(got, " "); s != want {
+				t.Errorf("on a read-only SOURCE:\n got %s\nwant %s", s, want)
+			}
+			if rerr != nil || !bytes.Equal(b, data) {
+				t.Errorf("read on a read-only SOURCE: %d bytes (%v), want SOURCE's %d", len(b), rerr, len(data))
+			}
+		})
+	}
+	remount("rw")
+	var err error
+	runAs(4101, func() { err = os.WriteFile(filepath.Join(mnt, "after"), data, 0o644) })
+	if b, rerr := os.ReadFile(filepath.Join(root, "after")); err != nil || rerr != nil || !bytes.Equal(b, data) {
+		t.Errorf("write with SOURCE read-write again: %v; SOURCE holds %d bytes (%v)", err, len(b), rerr)
+	}
+}
