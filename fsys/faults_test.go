@@ -222,3 +222,124 @@ func TestFaultReadOnlySource(t *testing.T) {
 		t.Errorf("write with SOURCE read-write again: %v; SOURCE holds %d bytes (%v)", err, len(b), rerr)
 	}
 }
+
+// ext4Shutdown is EXT4_IOC_SHUTDOWN, and ext4GoingNoLogFlush its flag
+// that stops the file system at once, as a disk pulled out would.
+const (
+	ext4Shutdown        = 0x8004587d
+	ext4GoingNoLogFlush = 2
+)
+
+// TestFaultSourceGone: SOURCE's file system cannot be unmounted under
+// the mount (EBUSY: sluice holds it open); detached lazily (umount -l),
+// it goes on serving through the mount, as it does a process holding a
+// descriptor into it; and once that file system stops (an ext4 shut
+// down, as a disk pulled out), every operation through the mount, of a
+// limited group or not, fails as the same operation fails for that
+// process, none hangs, and the mount still answers and unmounts.
+func TestFaultSourceGone(t *testing.T) {
+	needFUSE(t)
+	root := loopFS(t, 32<<20)
+	os.Chmod(root, 0o777)
+	for _, n := range []string{"f1", "f2", "h"} {
+		writeRandom(t, filepath.Join(root, n), 1<<20, 5)
+		os.Chmod(filepath.Join(root, n), 0o666)
+	}
+	rules := []group.Rule{{Group: "t", UID: new(uint32(4101))}}
+	_, mnt, f := mount(t, Options{Source: root, AllowOther: true, Rules: rules,
+		Limits: []group.LimitSpec{limit(t, "t rbps=8MiB wbps=8MiB")}})
+	dfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	hfd, err := unix.Openat(dfd, "h", unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(hfd)
+	users := []struct {
+		name string
+		uid  int
+		h    *os.File // h, opened through the mount before SOURCE went
+	}{{name: "limited", uid: 4101}, {name: "unlimited", uid: 4102}}
+	for i := range users {
+		runAs(users[i].uid, func() { users[i].h, err = os.Open(filepath.Join(mnt, "h")) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer users[i].h.Close()
+	}
+
+	// The operations, each on what no earlier one touched (a page
+	// cache or a listing kept would answer without SOURCE).
+	native := func(phase string, off int64) string {
+		var r []string
+		say := func(what string, err error) { r = append(r, what+"="+errName(err)) }
+		buf := make([]byte, 64<<10)
+		fd, err := unix.Openat(dfd, "f"+phase, unix.O_RDONLY, 0)
+		if err == nil {
+			_, err = unix.Pread(fd, buf, 0)
+			unix.Close(fd)
+		}
+		say("read", err)
+		_, err = unix.Pread(hfd, buf, off)
+		say("read-open", err)
+		fd, err = unix.Openat(dfd, "native"+phase, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
+		if err == nil {
+			_, err = unix.Write(fd, buf)
+			unix.Close(fd)
+		}
+		say("create", err)
+		say("mkdir", unix.Mkdirat(dfd, "nd"+phase, 0o755))
+		return strings.Join(r, " ")
+	}
+	through := func(phase string, off int64, uid int, name string, h *os.File) string {
+		var r []string
+		say := func(what string, err error) { r = append(r, what+"="+errName(err)) }
+		buf := make([]byte, 64<<10)
+		runAs(uid, func() {
+			rf, err := os.Open(filepath.Join(mnt, "f"+phase))
+			if err == nil {
+				_, err = rf.ReadAt(buf, 0)
+				rf.Close()
+			}
+			say("read", err)
+			_, err = h.ReadAt(buf, off)
+			say("read-open", err)
+			say("create", os.WriteFile(filepath.Join(mnt, name+phase), buf, 0o644))
+			say("mkdir", os.Mkdir(filepath.Join(mnt, name+"d"+phase), 0o755))
+		})
+		return strings.Join(r, " ")
+	}
+	check := func(phase string, off int64) {
+		t.Helper()
+		want := native(phase, off)
+		for _, u := range users {
+			var got string
+			within(t, 30*time.Second, "operations through the mount ("+phase+", "+u.name+")", func() {
+				got = through(phase, off, u.uid, u.name, u.h)
+			})
+			if got != want {
+				t.Errorf("%s: %s group through the mount:\n got %s\nwant %s (as a process holding SOURCE open)", phase, u.name, got, want)
+			}
+		}
+		t.Logf("%s: %s", phase, want)
+	}
+
+	if err := unix.Unmount(root, 0); !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("umount of SOURCE's file system under the mount: %v, want EBUSY", err)
+	}
+	if err := unix.Unmount(root, unix.MNT_DETACH); err != nil {
+		t.Fatalf("umount -l of SOURCE's file system: %v", err)
+	}
+	check("1", 0)
+	if err := unix.IoctlSetPointerInt(dfd, ext4Shutdown, ext4GoingNoLogFlush); err != nil {
+		t.Skipf("skipping the stopped file system: EXT4_IOC_SHUTDOWN: %v", err)
+	}
+	check("2", 768<<10)
+	if _, err := os.Stat(mnt); err != nil {
+		t.Errorf("stat of the mount point with SOURCE stopped: %v", err)
+	}
+	f.Engine().Metrics()
+}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/mountinfo"
 )
 
 // Options say how the file system is made and mounted.
@@ -24,8 +26,8 @@ type Options struct {
 }
 
 // Ext4 makes an ext4 image of size bytes in a new temporary directory,
-// mounts it on a loop device and returns where; it is unmounted and the
-// device detached when the test ends. It skips the test where that cannot
+// mounts it on a loop device and returns where; it is unmounted (unless
+// the test detached it) and the device detached when the test ends. It skips the test where that cannot
 // be done (not root, no mkfs.ext4, no loop devices).
 func Ext4(t testing.TB, size int64, o Options) string {
 	t.Helper()
@@ -75,6 +77,11 @@ func Ext4(t testing.TB, size int64, o Options) string {
 		t.Skipf("skipping: cannot mount an ext4 image on %s: %v\n%s", dev, err, out)
 	}
 	t.Cleanup(func() {
+		if _, mounted, _ := mountinfo.At(root); !mounted {
+			// The test detached it (umount -l): it went once unused.
+			exec.Command("losetup", "-d", dev).Run()
+			return
+		}
 		if out, err := exec.Command("umount", root).CombinedOutput(); err != nil {
 			t.Errorf("umount %s: %v\n%s(detaching it instead)", root, err, out)
 			unix.Unmount(root, unix.MNT_DETACH)
