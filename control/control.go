@@ -46,6 +46,10 @@ type Status struct {
 	// passthrough, whose reads and writes the kernel makes itself: the
 	// group's counters leave them out.
 	Passthrough []PassOpens `json:"passthrough,omitempty"`
+	// InFlight lists, per group with any, the reads and writes the
+	// mount is serving now and how long the oldest has been: one that
+	// SOURCE never answers shows here, older at each look.
+	InFlight []InFlight `json:"in_flight,omitempty"`
 	stack.Metrics
 	// ReadPolicy and Mirrors describe a mirror set; empty otherwise.
 	ReadPolicy string                `json:"read_policy,omitempty"`
@@ -63,6 +67,27 @@ type PassOpens struct {
 	// made before it, until they are opened again, or made while the
 	// file was open by passthrough (the kernel takes no other open then).
 	Limited bool `json:"limited"`
+}
+
+// InFlight is how many reads and writes of a group the mount is serving.
+type InFlight struct {
+	Group    string `json:"group"`
+	Requests int    `json:"requests"`
+	// OldestNs is how long the oldest has been served, in ns.
+	OldestNs int64 `json:"oldest_ns"`
+}
+
+// flightLine is the line of stat about the reads and writes being
+// served, "" when none is.
+func flightLine(fl []InFlight) string {
+	if len(fl) == 0 {
+		return ""
+	}
+	var all []string
+	for _, x := range fl {
+		all = append(all, fmt.Sprintf("%s %d (oldest %.3f s)", x.Group, x.Requests, float64(x.OldestNs)/1e9))
+	}
+	return fmt.Sprintf("in flight: %s\n", strings.Join(all, ", "))
 }
 
 // passLine is the line of stat about the files open by passthrough, ""
@@ -449,8 +474,9 @@ func (s Status) String() string { return s.Format(false) }
 // every figure exact when exact is set (stack.Metrics.Format).
 func (s Status) Format(exact bool) string {
 	size, count := stack.Units(exact)
-	out := fmt.Sprintf("%s on %s at %s\nbacking files read %s; %s reads past SOURCE's page cache\n%s%s",
-		s.Source, s.Mountpoint, s.Time.Format(time.RFC3339), s.Backing, count(s.ColdReads), passLine(s.Passthrough), s.Metrics.Format(exact))
+	out := fmt.Sprintf("%s on %s at %s\nbacking files read %s; %s reads past SOURCE's page cache\n%s%s%s",
+		s.Source, s.Mountpoint, s.Time.Format(time.RFC3339), s.Backing, count(s.ColdReads), passLine(s.Passthrough),
+		flightLine(s.InFlight), s.Metrics.Format(exact))
 	if len(s.Mirrors) == 0 {
 		return out
 	}

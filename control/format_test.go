@@ -1,6 +1,7 @@
 package control
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,26 @@ func TestPassLine(t *testing.T) {
 	s := Status{Source: "/srv", Mountpoint: "/mnt", Passthrough: []PassOpens{{Group: "default", Opens: 2}}}
 	if out := s.Format(false); !strings.Contains(out, "passthrough: 2 open files read and written by the kernel itself") {
 		t.Errorf("stat's output has no passthrough line:\n%s", out)
+	}
+}
+
+// TestFlightLine: stat's line about the reads and writes being served
+// names each group's count and the age of its oldest, in --json too;
+// there is no line when none is.
+func TestFlightLine(t *testing.T) {
+	if got := flightLine(nil); got != "" {
+		t.Errorf("nothing in flight: %q, want no line", got)
+	}
+	s := Status{Source: "/srv", Mountpoint: "/mnt", InFlight: []InFlight{{Group: "o", Requests: 2, OldestNs: 1e6}, {Group: "t", Requests: 1, OldestNs: 12_345_000_000}}}
+	want := "in flight: o 2 (oldest 0.001 s), t 1 (oldest 12.345 s)\n"
+	if out := s.Format(false); !strings.Contains(out, want) {
+		t.Errorf("stat's output has no line %q:\n%s", want, out)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"in_flight":[{"group":"o","requests":2,"oldest_ns":1000000},{"group":"t","requests":1,"oldest_ns":12345000000}]`; !strings.Contains(string(b), want) {
+		t.Errorf("stat --json: %s\nwant %s in it", b, want)
 	}
 }

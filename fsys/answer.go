@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -22,7 +23,8 @@ import (
 // reply too, and the kernel, which no longer knows the request, refuses
 // it with ENOENT; the library's complaint about that is dropped, once per
 // early answer. Unique numbers are never reused by the kernel, so a late
-// reply can answer no other request.
+// reply can answer no other request. A read or write held in SOURCE whose
+// caller is being killed is answered early too, with EINTR (flights.sweep).
 
 // fuseDevice returns the server's /dev/fuse file. The FUSE library does
 // not export it: it is read from the server's fields, and nil where they
@@ -42,12 +44,26 @@ func fuseDevice(s *fuse.Server) *os.File {
 
 // answerer writes early answers to dev, counting them in late.
 func answerer(dev *os.File, late *atomic.Int64) func(unique uint64, p []byte) error {
+	r := replier(dev, late)
+	if r == nil {
+		return nil
+	}
+	return func(unique uint64, p []byte) error { return r(unique, 0, p) }
+}
+
+// replier writes early replies to dev, an error (errno not 0) or p,
+// counting them in late.
+func replier(dev *os.File, late *atomic.Int64) func(unique uint64, errno syscall.Errno, p []byte) error {
 	rc, err := dev.SyscallConn()
 	if err != nil {
 		return nil
 	}
-	return func(unique uint64, p []byte) error {
+	return func(unique uint64, errno syscall.Errno, p []byte) error {
 		var h [16]byte // fuse_out_header: len, error, unique
+		if errno != 0 {
+			p = nil
+			binary.NativeEndian.PutUint32(h[4:], uint32(-int32(errno)))
+		}
 		binary.NativeEndian.PutUint32(h[0:], uint32(len(h)+len(p)))
 		binary.NativeEndian.PutUint64(h[8:], unique)
 		var werr error
@@ -74,7 +90,7 @@ type lateReplies struct {
 
 func (h lateReplies) Handle(ctx context.Context, r slog.Record) error {
 	if m := r.Message; strings.Contains(m, "Write/Writev failed") && strings.Contains(m, unix.ENOENT.Error()) &&
-		strings.Contains(m, "opcode: READ") {
+		(strings.Contains(m, "opcode: READ") || strings.Contains(m, "opcode: WRITE")) {
 		for n := h.late.Load(); n > 0; n = h.late.Load() {
 			if h.late.CompareAndSwap(n, n-1) {
 				return nil

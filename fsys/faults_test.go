@@ -3,11 +3,14 @@ package fsys
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 
 	"sluice/backing"
 	"sluice/group"
+	"sluice/stack"
 )
 
 // within runs fn and fails the test if it has not returned within d: a
@@ -49,7 +53,17 @@ func errName(err error) string {
 // own, t/ and o/, that its uid owns and everyone may write.
 func faultMount(t *testing.T, limits ...string) (src, mnt string, ft *backing.FaultTree, f *FS) {
 	t.Helper()
-	_, src, _ = mountDirs(t)
+	opts, ft, src := faultOptions(t, nil, limits...)
+	_, mnt, f = mount(t, opts)
+	return src, mnt, ft, f
+}
+
+// faultOptions are faultMount's options, its FaultTree holding
+// operations through sleep (nil: time.Sleep), and SOURCE, which the
+// tree serves.
+func faultOptions(t *testing.T, sleep func(time.Duration), limits ...string) (Options, *backing.FaultTree, string) {
+	t.Helper()
+	_, src, _ := mountDirs(t)
 	for i, d := range []string{"t", "o"} {
 		if err := os.Mkdir(filepath.Join(src, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -61,7 +75,7 @@ func faultMount(t *testing.T, limits ...string) (src, mnt string, ft *backing.Fa
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft, err = backing.NewFaultTree(local, backing.FaultOptions{Seed: 1})
+	ft, err := backing.NewFaultTree(local, backing.FaultOptions{Seed: 1, Sleep: sleep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +83,7 @@ func faultMount(t *testing.T, limits ...string) (src, mnt string, ft *backing.Fa
 	for _, l := range limits {
 		opts.Limits = append(opts.Limits, limit(t, l))
 	}
-	_, mnt, f = mount(t, opts)
-	return src, mnt, ft, f
+	return opts, ft, src
 }
 
 // readCounting reads path to its end in 128 KiB reads and returns the
@@ -342,4 +355,81 @@ func TestFaultSourceGone(t *testing.T) {
 		t.Errorf("stat of the mount point with SOURCE stopped: %v", err)
 	}
 	f.Engine().Metrics()
+}
+
+// TestFaultHungRead: a backing read that never returns holds its reader
+// only: the same group's other files, the other group's and an
+// unlimited reader's read meanwhile, with the right bytes; the mount
+// counts the held read in flight, older at each look, and once its
+// reader is killed the mount unmounts with the read still held.
+func TestFaultHungRead(t *testing.T) {
+	needFUSE(t)
+	release := make(chan struct{})
+	unhang := sync.OnceFunc(func() { close(release) })
+	defer unhang()
+	const hang = time.Duration(math.MaxInt64)
+	opts, ft, src := faultOptions(t, func(d time.Duration) {
+		if d == hang {
+			<-release
+			return
+		}
+		time.Sleep(d)
+	}, "t rbps=16MiB", "o rbps=16MiB")
+	_, _, mnt := mountDirs(t)
+	opts.Mountpoint = mnt
+	opts.Options.Options = stack.DefaultOptions()
+	want := map[string][]byte{}
+	for i, p := range []string{"t/hung", "t/f", "o/f"} {
+		want[p] = writeRandom(t, filepath.Join(src, p), 1<<20, uint64(10+i))
+	}
+	if err := ft.SetRules(backing.FaultRule{Ops: backing.OpRead, Path: "t/hung", Delay: hang}); err != nil {
+		t.Fatal(err)
+	}
+	f, unmount := serve(t, opts)
+	defer unmount()
+
+	cat := exec.Command("cat", filepath.Join(mnt, "t", "hung"))
+	cat.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4101, Gid: 4101}}
+	if err := cat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	catDone := make(chan error, 1)
+	go func() { catDone <- cat.Wait() }()
+	defer cat.Process.Kill()
+	// Until the read is held in SOURCE.
+	for deadline := time.Now().Add(10 * time.Second); ft.Fired()[0] == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the read of t/hung did not reach SOURCE within 10 s")
+		}
+	}
+	for _, r := range []struct {
+		uid  int
+		path string
+	}{{4101, "t/f"}, {4102, "o/f"}, {4103, "t/f"}, {4103, "o/f"}} {
+		var b []byte
+		var err error
+		within(t, 30*time.Second, fmt.Sprintf("uid %d reading %s beside the held read", r.uid, r.path), func() {
+			runAs(r.uid, func() { b, err = os.ReadFile(filepath.Join(mnt, r.path)) })
+		})
+		if err != nil || !bytes.Equal(b, want[r.path]) {
+			t.Errorf("uid %d read %s beside the held read: %d bytes (%v), want SOURCE's %d", r.uid, r.path, len(b), err, len(want[r.path]))
+		}
+	}
+	first := f.InFlight()
+	time.Sleep(10 * time.Millisecond)
+	again := f.InFlight()
+	t.Logf("in flight: %+v, then %+v", first, again)
+	if len(again) != 1 || again[0].Group != "t" || again[0].Requests != 1 || len(first) != 1 || again[0].OldestNs <= first[0].OldestNs {
+		t.Errorf("in flight with one read held in SOURCE: %+v, then %+v; want t's one request, older the second time", first, again)
+	}
+	select {
+	case err := <-catDone:
+		t.Fatalf("the reader of the held file returned: %v", err)
+	default:
+	}
+	cat.Process.Kill()
+	within(t, 30*time.Second, "the killed reader of the held file", func() { <-catDone })
+	start := time.Now()
+	within(t, 60*time.Second, "unmounting with a read held in SOURCE", unmount)
+	t.Logf("unmounted in %v with the read held in SOURCE", time.Since(start))
 }

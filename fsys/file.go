@@ -225,6 +225,7 @@ func (h *handle) direct() bool { return h.serve.Mode == stack.ServeDirect }
 // need not be the opener's.
 func (h *handle) read(ctx context.Context, unique uint64, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	g := h.group(ctx)
+	defer h.node.fsys.flights.end(h.node.fsys.flights.begin(g, ctx, unique))
 	if !g.Limited() || !h.direct() {
 		return h.readStraight(ctx, unique, g, dest, off)
 	}
@@ -332,7 +333,7 @@ func (h *handle) readStraight(ctx context.Context, unique uint64, g *throttle.Gr
 // (mmap of a direct open, a file opened before its group had a limit) it
 // is written at once and charged as debt (stack.WriteBack) rather than
 // queued behind the budget.
-func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached bool) (uint32, syscall.Errno) {
+func (h *handle) write(ctx context.Context, unique uint64, data []byte, off int64, kill, cached bool) (uint32, syscall.Errno) {
 	f := h.node.fsys
 	if kill {
 		// The caller lacks CAP_FSETID: a write drops the set-id bits, as
@@ -342,6 +343,7 @@ func (h *handle) write(ctx context.Context, data []byte, off int64, kill, cached
 		}
 	}
 	g, by := h.group(ctx), h
+	defer f.flights.end(f.flights.begin(g, ctx, unique))
 	if cached && h.direct() {
 		// The kernel writes a file's dirty pages back through the open
 		// for writing made last, which may be a limited group's, served

@@ -171,6 +171,15 @@ type FS struct {
 	server   *fuse.Server
 	epoch    time.Time
 
+	// flights are the reads and writes being served (InFlight).
+	flights flights
+	// devConn is the mount's FUSE device, when known (see watch); stop
+	// ends the sweep of interrupted requests, at Wait.
+	devConn    syscall.RawConn
+	stop       chan struct{}
+	stopOnce   sync.Once
+	heldBehind atomic.Bool // requests held in SOURCE were left behind
+
 	// passOpens counts, per group, its files open by passthrough.
 	passMu    sync.Mutex
 	passOpens map[*throttle.Group]int
@@ -361,6 +370,10 @@ func Mount(opts Options) (*FS, error) {
 		return nil, fmt.Errorf("mount %s on %s: %w", f.source(), opts.Mountpoint, err)
 	}
 	f.server = server
+	f.stop = make(chan struct{})
+	if dev := fuseDevice(server); dev != nil {
+		f.watch(dev)
+	}
 	if f.mirrors != nil {
 		if dev := fuseDevice(server); dev != nil {
 			if a := answerer(dev, &f.late); a != nil {
@@ -410,17 +423,32 @@ func raiseNoFile() {
 
 // Wait blocks until the file system is unmounted.
 func (f *FS) Wait() {
-	f.server.Wait()
+	served := make(chan struct{})
+	go func() { f.server.Wait(); close(served) }()
+	held := !f.untilServed(served)
+	f.stopOnce.Do(func() { close(f.stop) })
 	// Files the kernel never released (their RELEASE was still queued when
 	// the connection ended) are closed here, so nothing keeps SOURCE's file
-	// system busy once the mount is gone.
-	for _, h := range f.files.drain() {
-		h.release()
+	// system busy once the mount is gone. With requests held in SOURCE,
+	// the files they read wait for them: they are closed in the
+	// background.
+	release := func() {
+		for _, h := range f.files.drain() {
+			h.release()
+		}
+		for _, d := range f.dirs.drain() {
+			d.dir.Close()
+		}
 	}
-	for _, d := range f.dirs.drain() {
-		d.dir.Close()
+	if held {
+		// The engine would wait engine.CloseWait for the device reads
+		// held.
+		go release()
+		go f.eng.Close()
+	} else {
+		release()
+		f.eng.Close()
 	}
-	f.eng.Close()
 	f.tree.Close()
 }
 
@@ -428,16 +456,28 @@ func (f *FS) Wait() {
 const UnmountWait = 5 * time.Second
 
 // Unmount unmounts the file system, retrying while it is busy for up to
-// UnmountWait.
+// UnmountWait. Once unmounted, it waits StuckWait at most for requests
+// held in SOURCE (see StuckWait).
 func (f *FS) Unmount() error {
-	deadline := time.Now().Add(UnmountWait)
-	for {
-		err := f.server.Unmount()
-		if err == nil || time.Now().After(deadline) {
-			return err
+	errc := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(UnmountWait)
+		for {
+			err := f.server.Unmount()
+			if err == nil || time.Now().After(deadline) {
+				errc <- err
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
+	}()
+	done := make(chan struct{})
+	var err error
+	go func() { err = <-errc; close(done) }()
+	if f.untilServed(done) {
+		return err
 	}
+	return nil
 }
 
 // Engine returns the engine serving the mount.

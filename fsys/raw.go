@@ -250,7 +250,7 @@ func (r *raw) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint
 	if !ok {
 		return 0, fuse.EBADF
 	}
-	n, e := h.write(ctxOf(cancel, &in.InHeader), data, int64(in.Offset),
+	n, e := h.write(ctxOf(cancel, &in.InHeader), in.Unique, data, int64(in.Offset),
 		in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0, in.WriteFlags&fuse.WRITE_CACHE != 0)
 	return n, fuse.Status(e)
 }

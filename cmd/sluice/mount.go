@@ -340,6 +340,9 @@ func (t *target) Status() control.Status {
 	for _, p := range t.m.Passthrough() {
 		st.Passthrough = append(st.Passthrough, control.PassOpens(p))
 	}
+	for _, x := range t.m.InFlight() {
+		st.InFlight = append(st.InFlight, control.InFlight(x))
+	}
 	if ms := t.m.Mirrors(); ms != nil {
 		st.Source = strings.Join(ms.Dirs(), ":") // mirrors added since the mount too
 		st.ReadPolicy, st.Mirrors, st.LastResync = ms.Policy(), ms.Stats(), ms.LastResync()
