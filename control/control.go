@@ -206,11 +206,24 @@ func SocketPath(mountpoint string) (string, error) {
 	return filepath.Join(Dir(), hex.EncodeToString(sum[:12])+".sock"), nil
 }
 
+// MaxConns is the most control connections a server serves at once. One
+// accepted beyond it is told the server is busy and closed at once, so a
+// flood of connections that send nothing costs the daemon, whose
+// descriptors are also every tenant's open files, no more than MaxConns
+// descriptors, each for ConnTimeout at most.
+const MaxConns = 16
+
+// ConnTimeout is the longest a control connection is served: the client
+// must send its request, and the server answer it, within it.
+const ConnTimeout = 10 * time.Second
+
 // Server serves one mount's control socket.
 type Server struct {
 	ln   *net.UnixListener
 	path string
 	t    Target
+	// slots holds a token per connection being served, MaxConns at most.
+	slots chan struct{}
 }
 
 // Listen creates the control socket for mountpoint. A stale socket left by
@@ -233,7 +246,7 @@ func Listen(mountpoint string, t Target) (*Server, error) {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
 	os.Chmod(path, 0o600)
-	s := &Server{ln: ln, path: path, t: t}
+	s := &Server{ln: ln, path: path, t: t, slots: make(chan struct{}, MaxConns)}
 	go s.serve()
 	return s, nil
 }
@@ -245,19 +258,47 @@ func (s *Server) Close() error {
 	return err
 }
 
+// serve accepts connections until the listener is closed. An accept
+// that fails otherwise (EMFILE: the daemon's descriptors are all in
+// use, by tenants' files or by a flood of connections) is tried again,
+// after a pause that doubles up to a second, as net/http does: the
+// socket must outlive the moment.
 func (s *Server) serve() {
+	var pause time.Duration
 	for {
 		c, err := s.ln.AcceptUnix()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
-		go s.handle(c)
+		if err != nil {
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			time.Sleep(pause)
+			continue
+		}
+		pause = 0
+		select {
+		case s.slots <- struct{}{}:
+			go func() {
+				s.handle(c)
+				<-s.slots
+			}()
+		default:
+			go busy(c)
+		}
 	}
+}
+
+// busy tells a client beyond MaxConns that the server is busy, without
+// reading its request, and closes the connection.
+func busy(c *net.UnixConn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	json.NewEncoder(c).Encode(response{Error: fmt.Sprintf("busy: %d control connections are being served; try again", MaxConns)})
 }
 
 func (s *Server) handle(c *net.UnixConn) {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(ConnTimeout))
 	if err := checkPeer(c); err != nil {
 		json.NewEncoder(c).Encode(response{Error: err.Error()})
 		return
@@ -407,6 +448,11 @@ func call(mountpoint string, req request) (response, error) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	if err := json.NewEncoder(c).Encode(req); err != nil {
+		// A server too busy to read the request says so and closes.
+		var resp response
+		if json.NewDecoder(c).Decode(&resp) == nil && resp.Error != "" {
+			return resp, errors.New(resp.Error)
+		}
 		return response{}, err
 	}
 	var resp response
