@@ -433,3 +433,105 @@ func TestFaultHungRead(t *testing.T) {
 	within(t, 60*time.Second, "unmounting with a read held in SOURCE", unmount)
 	t.Logf("unmounted in %v with the read held in SOURCE", time.Since(start))
 }
+
+// TestFaultExtremeLimits: limits at the extremes on a mount. At 1 B/s a
+// reader held by the throttle returns at once when killed (SIGKILL or
+// SIGTERM); at 1 IOPS and at 100 GiB/s reads complete with the right
+// bytes; with the limit changed every millisecond among 1 B/s, 1 IOPS,
+// 100 GiB/s and none for 2 s while two readers read, nothing panics and,
+// the limit lifted, the readers finish with the right bytes; and the
+// mount unmounts.
+func TestFaultExtremeLimits(t *testing.T) {
+	rules := []group.Rule{{Group: "t", UID: new(uint32(4101))}}
+	src, mnt, f := mount(t, Options{AllowOther: true, Rules: rules, Limits: []group.LimitSpec{limit(t, "t rbps=1")}})
+	small := writeRandom(t, filepath.Join(src, "small"), 8<<10, 21)
+	big := writeRandom(t, filepath.Join(src, "big"), 16<<20, 22)
+
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		dd := exec.Command("dd", "if="+filepath.Join(mnt, "big"), "of=/dev/null", "bs=64k")
+		dd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4101, Gid: 4101}}
+		if err := dd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Until it waits in the throttle: its first 64 KiB take 18 hours.
+		for deadline := time.Now().Add(10 * time.Second); len(f.InFlight()) == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("dd's read at 1 B/s never reached the mount")
+			}
+		}
+		dd.Process.Signal(sig)
+		within(t, 10*time.Second, fmt.Sprintf("a reader at 1 B/s sent %v", sig), func() { dd.Wait() })
+	}
+
+	read := func(name string, want []byte) error {
+		var b []byte
+		var err error
+		runAs(4101, func() { b, err = os.ReadFile(filepath.Join(mnt, name)) })
+		if err == nil && !bytes.Equal(b, want) {
+			err = fmt.Errorf("%s: %d bytes, not SOURCE's %d", name, len(b), len(want))
+		}
+		return err
+	}
+	for _, c := range []struct {
+		spec, name string
+		want       []byte
+	}{{"t rbps=max riops=1", "small", small}, {"t rbps=100GiB riops=max", "big", big}} {
+		f.SetLimit(limit(t, c.spec))
+		var err error
+		within(t, 30*time.Second, "a read at "+c.spec, func() { err = read(c.name, c.want) })
+		if err != nil {
+			t.Errorf("read at %s: %v", c.spec, err)
+		}
+	}
+
+	specs := []group.LimitSpec{limit(t, "t rbps=1 riops=max"), limit(t, "t rbps=max riops=1"),
+		limit(t, "t rbps=100GiB riops=max"), limit(t, "t rbps=max riops=max")}
+	stop := make(chan struct{})
+	changed := make(chan int)
+	go func() {
+		n := 0
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				changed <- n
+				return
+			case <-tick.C:
+				f.SetLimit(specs[n%len(specs)])
+				n++
+			}
+		}
+	}()
+	errs := make(chan error, 2)
+	for _, r := range []struct {
+		name string
+		want []byte
+	}{{"big", big}, {"small", small}} {
+		go func() {
+			var err error
+			for i := 0; err == nil; i++ {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				err = read(r.name, r.want)
+			}
+			errs <- err
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	close(stop)
+	n := <-changed
+	f.SetLimit(limit(t, "t rbps=max riops=max"))
+	within(t, 30*time.Second, "the readers once the limit changing every millisecond was lifted", func() {
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Errorf("read while the limit changed every millisecond: %v", err)
+			}
+		}
+	})
+	t.Logf("the limit changed %d times in 2 s", n)
+}
