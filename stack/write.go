@@ -120,6 +120,9 @@ func (s *Stack) Wrote(now int64, io *IO, n int64, err error) Actions {
 	if r.done {
 		return s.release(now)
 	}
+	if io.Op == OpWrite && n < io.Len {
+		s.dropAfter(r)
+	}
 	if r.pending--; r.pending == 0 {
 		if r.Err == nil && r.Size() == 0 && len(r.ios) > 0 && r.ios[0].err != nil {
 			r.Err = r.ios[0].err
@@ -127,6 +130,24 @@ func (s *Stack) Wrote(now int64, io *IO, n int64, err error) Actions {
 		s.finish(r)
 	}
 	return s.release(now)
+}
+
+// dropAfter withdraws, uncharged, the pieces of the write r not yet
+// started, after one of its pieces failed or came short: the caller is
+// told only of the bytes before that piece, so the rest is not written,
+// and the caller has its answer once the pieces started are done rather
+// than after the rest's wait for the throttle.
+func (s *Stack) dropAfter(r *Request) {
+	kept := r.ios[:0]
+	for _, x := range r.ios {
+		if x.started {
+			kept = append(kept, x)
+			continue
+		}
+		s.queue.Remove(&x.req)
+		r.pending--
+	}
+	r.ios = kept
 }
 
 // Changed drops cached pages of file ino in [off, off+n) and the partial
