@@ -383,6 +383,7 @@ func Mount(opts Options) (*FS, error) {
 	}
 	go server.Serve()
 	if err := server.WaitMount(); err != nil {
+		close(f.stop)
 		server.Unmount()
 		f.tree.Close()
 		eng.Close()
