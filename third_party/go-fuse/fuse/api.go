@@ -387,6 +387,20 @@ type MountOptions struct {
 	// ExtraCapabilities is a bitmask of capabilities which
 	// must be enabled in addition to the defaults.
 	ExtraCapabilities uint64
+
+	// IOUring serves requests over FUSE-over-io_uring (Linux
+	// 6.14+, with the fuse module's enable_uring parameter Y)
+	// where the kernel offers it, and over /dev/fuse otherwise
+	// (Server.IOUring says which). The same RawFileSystem serves
+	// both; see uring_linux.go for what differs.
+	IOUring bool
+
+	// IOUringDepth is the number of ring entries of each queue
+	// (one queue per possible CPU): the requests in flight at once
+	// from callers on one CPU. Each idle entry holds an OS thread
+	// blocked in io_uring_enter, and a payload buffer of MaxWrite
+	// bytes, touched as it is used. 0 means DefaultIOUringDepth.
+	IOUringDepth int
 }
 
 // RawFileSystem is an interface close to the FUSE wire protocol.

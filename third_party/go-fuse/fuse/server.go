@@ -69,6 +69,9 @@ type Server struct {
 
 	// for implementing single threaded processing.
 	requestProcessingMu sync.Mutex
+
+	// The ring entries serving requests, if io_uring is in use.
+	uring *uringTransport
 }
 
 // SetDebug is deprecated. Use MountOptions.Debug instead.
@@ -269,11 +272,13 @@ func NewServer(fs RawFileSystem, mountPoint string, opts *MountOptions) (*Server
 	}
 	ms.protocolServer.writev = ms.fuseFD.writev
 
+	ms.setupURing()
 	if code := ms.handleInit(); !code.Ok() {
 		ms.fuseFD.close()
 		// TODO - unmount as well?
 		return nil, fmt.Errorf("init: %s", code)
 	}
+	ms.registerURing()
 
 	// This prepares for Serve being called somewhere, either
 	// synchronously or asynchronously.
@@ -375,6 +380,7 @@ func (ms *Server) Serve() {
 		log.Panic("Serve() must only be called once, you have called it a second time")
 	}
 
+	ms.startURing()
 	ms.loop()
 	ms.fuseFD.loops.Wait()
 
