@@ -22,6 +22,10 @@ go test -count=1 -run 'Allocs$' "$@" ./engine ./fsys
 # The permission, coherence, model and data tests again with every mount
 # passing its unlimited groups' opens through (as sluice mount does).
 go test -race -count=1 -run '^(TestPerm.*|TestCoherence.*|TestCoherentAcrossGroups|TestWriteCoherent|TestModel|TestFio|TestFioVerify|TestReservedBlocks|TestFallocateReserved|TestAppend|TestAppendOnly|TestOwner|TestFullDisk|TestMmapExec|TestMetadata)$' "$@" ./fsys -args -passthrough
+# The permission, coherence, model and data-verifying tests again with
+# every mount on FUSE-over-io_uring (skipped where the kernel lacks it;
+# the run turns the fuse module's enable_uring on as root, and back off).
+go test -race -count=1 -run '^(TestPerm.*|TestCoherence.*|TestModel|TestFioVerify|TestFio)$' "$@" ./fsys -args -transport=uring
 # What the other tests wrote is written back first, not during their runs.
 sync
 go test -race -count=1 -run "$alone" "$@" ./fsys

@@ -33,6 +33,9 @@ type Status struct {
 	Schema     int    `json:"schema"`
 	Source     string `json:"source"`
 	Mountpoint string `json:"mountpoint"`
+	// Transport says how the kernel's requests reach the mount: "uring"
+	// (FUSE-over-io_uring) or "dev" (/dev/fuse).
+	Transport string `json:"transport"`
 	// Backing says how backing files are read: direct (O_DIRECT), buffered,
 	// mixed, or none before the first throttled read.
 	Backing string `json:"backing"`
@@ -88,6 +91,20 @@ func flightLine(fl []InFlight) string {
 		all = append(all, fmt.Sprintf("%s %d (oldest %.3f s)", x.Group, x.Requests, float64(x.OldestNs)/1e9))
 	}
 	return fmt.Sprintf("in flight: %s\n", strings.Join(all, ", "))
+}
+
+// transportLine is the line of stat naming the mount's transport, ""
+// when the mount did not say (one older than the field).
+func transportLine(t string) string {
+	switch t {
+	case "":
+		return ""
+	case "uring":
+		return "requests by FUSE-over-io_uring (transport uring)\n"
+	case "dev":
+		return "requests by /dev/fuse (transport dev)\n"
+	}
+	return "requests by transport " + t + "\n"
 }
 
 // passLine is the line of stat about the files open by passthrough, ""
@@ -520,8 +537,8 @@ func (s Status) String() string { return s.Format(false) }
 // every figure exact when exact is set (stack.Metrics.Format).
 func (s Status) Format(exact bool) string {
 	size, count := stack.Units(exact)
-	out := fmt.Sprintf("%s on %s at %s\nbacking files read %s; %s reads past SOURCE's page cache\n%s%s%s",
-		s.Source, s.Mountpoint, s.Time.Format(time.RFC3339), s.Backing, count(s.ColdReads), passLine(s.Passthrough),
+	out := fmt.Sprintf("%s on %s at %s\n%sbacking files read %s; %s reads past SOURCE's page cache\n%s%s%s",
+		s.Source, s.Mountpoint, s.Time.Format(time.RFC3339), transportLine(s.Transport), s.Backing, count(s.ColdReads), passLine(s.Passthrough),
 		flightLine(s.InFlight), s.Metrics.Format(exact))
 	if len(s.Mirrors) == 0 {
 		return out

@@ -52,3 +52,23 @@ func TestFlightLine(t *testing.T) {
 		t.Errorf("stat --json: %s\nwant %s in it", b, want)
 	}
 }
+
+// TestTransportLine: stat names the transport the mount's requests come
+// by, and has no such line for a mount that does not say.
+func TestTransportLine(t *testing.T) {
+	for _, tc := range []struct{ transport, want string }{
+		{"uring", "requests by FUSE-over-io_uring (transport uring)\n"},
+		{"dev", "requests by /dev/fuse (transport dev)\n"},
+		{"", ""},
+	} {
+		s := Status{Source: "/srv", Mountpoint: "/mnt", Transport: tc.transport}
+		lines := strings.SplitAfterN(s.Format(false), "\n", 3)
+		got := lines[1]
+		if strings.HasPrefix(got, "backing files") {
+			got = ""
+		}
+		if got != tc.want {
+			t.Errorf("transport %q: stat's second line %q, want %q", tc.transport, got, tc.want)
+		}
+	}
+}

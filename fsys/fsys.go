@@ -111,6 +111,13 @@ type Options struct {
 	// CacheMode says how files opened by a limited group are served (see
 	// CacheMode). The default is CacheAuto.
 	CacheMode CacheMode
+	// Transport is how the kernel's requests reach the mount:
+	// TransportDev (/dev/fuse), TransportURing (FUSE-over-io_uring; Mount
+	// fails where the kernel does not offer it) or TransportAuto (io_uring
+	// where the kernel offers it, /dev/fuse otherwise). Both give the same
+	// answers; a mirror set's hedged reads are answered early only over
+	// /dev/fuse (see answer.go). The default is DefaultTransport.
+	Transport string
 	// Debug logs every FUSE request. The default is false.
 	Debug bool
 	// ReadOnly mounts read-only (MS_RDONLY): every write, create or
@@ -255,6 +262,10 @@ func Mount(opts Options) (*FS, error) {
 	if opts.GroupMaxOpen < 0 {
 		return nil, fmt.Errorf("GroupMaxOpen %d: want 0 (a quarter of the descriptor limit) or more", opts.GroupMaxOpen)
 	}
+	uring, err := transport(&opts)
+	if err != nil {
+		return nil, err
+	}
 	raiseNoFile()
 	eopts := opts.Options
 	if eopts.Dying == nil {
@@ -326,6 +337,7 @@ func Mount(opts Options) (*FS, error) {
 		EnableAcl: true,
 		// As root, mount(2) directly: no fusermount3 needed.
 		DirectMount: true,
+		IOUring:     uring,
 		// ASYNC_DIO: without it the kernel keeps one direct read and one
 		// direct write in flight per handle. DONT_MASK: the caller's umask
 		// is applied where the object is created, together with default
@@ -371,10 +383,15 @@ func Mount(opts Options) (*FS, error) {
 	}
 	f.server = server
 	f.stop = make(chan struct{})
+	// A request taken from an io_uring queue is answered in its entry
+	// alone: replies written to /dev/fuse ahead of the handler (early
+	// answers, and the sweep's EINTR to a killed caller held in SOURCE)
+	// are refused there, and are off. A hedged read's caller waits for
+	// the mirror that answers first.
 	if dev := fuseDevice(server); dev != nil {
-		f.watch(dev)
+		f.watch(dev, !server.IOUring())
 	}
-	if f.mirrors != nil {
+	if f.mirrors != nil && !server.IOUring() {
 		if dev := fuseDevice(server); dev != nil {
 			if a := answerer(dev, &f.late); a != nil {
 				f.mirrors.SetAnswer(a)
@@ -388,6 +405,12 @@ func Mount(opts Options) (*FS, error) {
 		f.tree.Close()
 		eng.Close()
 		return nil, fmt.Errorf("mount %s on %s: %w", f.source(), opts.Mountpoint, err)
+	}
+	if opts.Transport == TransportURing && !server.IOUring() {
+		server.Unmount()
+		f.tree.Close()
+		eng.Close()
+		return nil, fmt.Errorf("transport %s: the kernel did not take the mount's io_uring queues (its log, dmesg, may say why); use transport %s or %s", TransportURing, TransportAuto, TransportDev)
 	}
 	f.spliceMax = pipeMax() - 2*4096
 	// The kernel caps a FUSE mount's readahead at 128KiB; larger windows

@@ -50,7 +50,39 @@ func TestMain(m *testing.M) {
 			os.Exit(0)
 		}
 	}
-	os.Exit(m.Run())
+	flag.Parse()
+	restore := enableTestURing()
+	code := m.Run()
+	restore()
+	os.Exit(code)
+}
+
+// transportAll mounts every test mount on one transport: test.sh runs
+// the permission, coherence, model and data tests with -transport=uring.
+var transportAll = flag.String("transport", "", "mount every test mount on this transport: auto, dev or uring (skipped where the kernel does not offer io_uring)")
+
+// uringSkip, when not empty, is why the kernel offers no io_uring to the
+// mounts of a -transport=uring run: each test that mounts is skipped.
+var uringSkip string
+
+// enableTestURing, for a -transport=uring run, turns the fuse module's
+// enable_uring on where it is off and it can (as root), and returns what
+// puts it back as it was.
+func enableTestURing() (restore func()) {
+	restore = func() {}
+	if *transportAll != TransportURing {
+		return restore
+	}
+	if ok, _ := URingOffered(); ok {
+		return restore
+	}
+	if _, err := os.Stat(enableURing); err == nil {
+		if err := os.WriteFile(enableURing, []byte("Y\n"), 0o644); err == nil {
+			restore = func() { os.WriteFile(enableURing, []byte("N\n"), 0o644) }
+		}
+	}
+	_, uringSkip = URingOffered()
+	return restore
 }
 
 func helper(what string, args ...string) *exec.Cmd {
@@ -202,6 +234,12 @@ func serve(t *testing.T, opts Options) (*FS, func()) {
 	t.Helper()
 	if *passthroughAll {
 		opts.Passthrough = true
+	}
+	if *transportAll != "" {
+		if uringSkip != "" {
+			t.Skipf("skipping: -transport=%s: %s", *transportAll, uringSkip)
+		}
+		opts.Transport = *transportAll
 	}
 	f, err := Mount(opts)
 	if err != nil {

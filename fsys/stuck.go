@@ -23,15 +23,16 @@ import (
 const StuckWait = 5 * time.Second
 
 // watch starts, given the mount's FUSE device, the sweep that answers
-// the interrupted requests held in SOURCE, and keeps the device to tell
-// when the kernel has ended the mount (connGone).
-func (f *FS) watch(dev *os.File) {
+// the interrupted requests held in SOURCE (if sweep: not over io_uring,
+// whose requests can be answered in their ring entries only), and keeps
+// the device to tell when the kernel has ended the mount (connGone).
+func (f *FS) watch(dev *os.File, sweep bool) {
 	rc, err := dev.SyscallConn()
 	if err != nil {
 		return
 	}
 	f.devConn = rc
-	if r := replier(dev, &f.late); r != nil {
+	if r := replier(dev, &f.late); r != nil && sweep {
 		go f.flights.sweepInterrupts(f.stop, func(unique uint64, errno syscall.Errno) error { return r(unique, errno, nil) }, dying)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"sluice/control"
+	"sluice/fsys"
 	"sluice/group"
 	"sluice/stack"
 )
@@ -207,7 +208,7 @@ func TestEndToEnd(t *testing.T) {
 	// The documented shape: the schema version and its top-level keys.
 	var top map[string]any
 	json.Unmarshal(out, &top)
-	for _, k := range []string{"schema", "source", "mountpoint", "backing", "cold_reads", "time", "groups", "cache_bytes", "cache_limit", "queued"} {
+	for _, k := range []string{"schema", "source", "mountpoint", "transport", "backing", "cold_reads", "time", "groups", "cache_bytes", "cache_limit", "queued"} {
 		if _, ok := top[k]; !ok {
 			t.Errorf("stat --json lacks %q: %s", k, out)
 		}
@@ -224,6 +225,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if st.Backing != "direct" && st.Backing != "buffered" {
 		t.Fatalf("backing %q", st.Backing)
+	}
+	if st.Transport != fsys.DefaultTransport {
+		t.Errorf("stat --json transport %q, want the default, %q", st.Transport, fsys.DefaultTransport)
 	}
 
 	if out, err := sluice("set", mnt, "default rbps=1MiB wiops=100").CombinedOutput(); err != nil {

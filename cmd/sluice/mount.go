@@ -101,6 +101,7 @@ type mountOpts struct {
 	writeCache bool
 	cacheMode  string
 	pass       bool
+	transport  string
 	debug      bool
 	mirrors    multi
 	policy     string
@@ -143,7 +144,7 @@ func mountFlags() (*pflag.FlagSet, *mountOpts) {
 	o := &mountOpts{
 		maxIO: sizeFlag(d.MaxIO), ra: sizeFlag(d.Readahead), budget: onOff(d.ReadaheadBudget),
 		cache: sizeFlag(d.CacheBytes), burst: d.Burst, maxWait: "auto",
-		mapDirty: "auto", cacheMode: "auto",
+		mapDirty: "auto", cacheMode: "auto", transport: fsys.DefaultTransport,
 	}
 	fs := newFlagSet("mount")
 	fs.Var(&o.limits, "limit", "limits of one group: 'GROUP KEY=VALUE...' (repeatable)")
@@ -161,8 +162,9 @@ func mountFlags() (*pflag.FlagSet, *mountOpts) {
 	fs.StringVar(&o.mapDirty, "map-dirty", o.mapDirty, fmt.Sprintf("dirty pages the kernel may keep of the mount's files (written through shared mappings, and with --write-cache by write()); a limited group's mmap writer runs ahead of its limit by about this much before it is paced (auto: %s, or %s with --write-cache; kernel: the kernel's own bound, 1%% of its dirty limit)", group.FormatSize(fsys.DefaultMapDirty), group.FormatSize(fsys.DefaultWriteCacheDirty)))
 	fs.BoolVar(&o.writeCache, "write-cache", false, "let the kernel's page cache take the write()s of groups with no write limit (with --cache-mode kernel, also of those whose limit writes back the --map-dirty bound within 100 ms, their writeback paced) and send them on in large writes: small writes stop paying a round trip each, but a write() returns before its data reaches SOURCE (close and fsync wait for it and report its errors; sync does not wait), and files changed on SOURCE behind sluice's back keep their old size through the mount")
 	fs.BoolVar(&o.pass, "passthrough", true, "let groups with no limit open files by FUSE passthrough, for reading and writing (Linux 6.9+, as root; without, opens are served as with --passthrough=false): the kernel reads and writes SOURCE itself at native speed, and sluice counts none of it. While a file is open by passthrough the kernel takes every other open of it only by passthrough: a limited group's open of it is passed through beyond its limit, and sluice stat names such opens. Off on mirror sets and with --write-cache")
+	fs.StringVar(&o.transport, "transport", o.transport, "how the kernel's requests reach sluice: dev (read and writev on /dev/fuse), uring (FUSE-over-io_uring, Linux 6.14+ with /sys/module/fuse/parameters/enable_uring Y; the mount fails without it), auto (uring where the kernel offers it, dev otherwise). Both give the same answers")
 	fs.IntVar(&o.maxOpen, "max-open", 1024, "directories kept open between operations (objects are held by file handle and opened on demand; objects in use are not counted)")
-	flagDoc(fs, groupCache, map[string]string{"cache-mode": strings.Join(cacheModes, "|"), "map-dirty": "SIZE|auto|kernel"})
+	flagDoc(fs, groupCache, map[string]string{"cache-mode": strings.Join(cacheModes, "|"), "map-dirty": "SIZE|auto|kernel", "transport": "dev|uring|auto"})
 
 	fs.Var(&o.mirrors, "mirror", "a directory of a mirror set, served in place of SOURCE (twice or more)")
 	fs.StringVar(&o.policy, "read-policy", mirror.Default, "which mirror serves each read: adaptive (the one expected to answer first: decaying peak latency × reads in flight, sequential streams kept, a recovered mirror probed), pid (caller pid mod mirrors, as btrfs), roundrobin (the next mirror every 256 KiB), latency (lowest lifetime average)")
@@ -335,7 +337,7 @@ func (t *target) Status() control.Status {
 	defer t.mu.Unlock()
 	st := control.Status{
 		Source: t.opts.Source, Mountpoint: t.opts.Mountpoint,
-		Backing: t.m.Backing(), ColdReads: t.m.ColdReads(), Time: time.Now(), Metrics: t.m.Engine().Metrics(),
+		Transport: t.m.Transport(), Backing: t.m.Backing(), ColdReads: t.m.ColdReads(), Time: time.Now(), Metrics: t.m.Engine().Metrics(),
 	}
 	for _, p := range t.m.Passthrough() {
 		st.Passthrough = append(st.Passthrough, control.PassOpens(p))
@@ -491,7 +493,16 @@ func (s metricSource) Mirrors() []backing.MirrorStats {
 // mountOptions turns the parsed mount flags and positional arguments into
 // the mount's options, or a usage error naming the flag.
 func mountOptions(fs *pflag.FlagSet, o *mountOpts, pos []string, stderr io.Writer) (opts fsys.Options, err error) {
-	opts = fsys.Options{AllowOther: o.allow, Passthrough: o.pass, Debug: o.debug, ReadPolicy: o.policy}
+	opts = fsys.Options{AllowOther: o.allow, Passthrough: o.pass, Debug: o.debug, ReadPolicy: o.policy, Transport: o.transport}
+	switch o.transport {
+	case fsys.TransportAuto, fsys.TransportDev:
+	case fsys.TransportURing:
+		if ok, why := fsys.URingOffered(); !ok {
+			return opts, usagef("--transport uring: %s; or --transport auto (uring where offered, dev otherwise) or dev", why)
+		}
+	default:
+		return opts, usagef("--transport %s: want auto, dev or uring", o.transport)
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil || !slices.Contains(logLevels, strings.ToLower(o.logLevel)) {
 		return opts, usagef("--log-level %s: want %s", o.logLevel, orList(logLevels))
