@@ -79,6 +79,11 @@ const (
 
 var uringLE = binary.LittleEndian
 
+// uringFailEntry, for tests, fails the setup of the entry of this index,
+// counted from 0 across the queues in the order they are registered; -1
+// fails none.
+var uringFailEntry = -1
+
 // uringTransport is the server's set of ring queues.
 type uringTransport struct {
 	ms *Server
@@ -307,6 +312,10 @@ func (t *uringTransport) register() bool {
 		for i := 0; i < depth; i++ {
 			var e *uringEntry
 			e, err = t.newEntry(q, payload)
+			if err == nil && q*depth+i == uringFailEntry {
+				e.close()
+				err = fmt.Errorf("setup failed for a test")
+			}
 			if err == nil {
 				err = t.run(e)
 			}

@@ -246,3 +246,60 @@ func TestIOUringFallback(t *testing.T) {
 		t.Errorf("4 KiB read over /dev/fuse: %d bytes, %v", n, err)
 	}
 }
+
+// TestIOUringGiveUp: rings that cannot all be set up before the kernel
+// would use them are given up, and /dev/fuse serves (the kernel, which
+// holds requests back once it granted io_uring, is made to give up too);
+// a failure after that leaves the last queue short, still served over
+// io_uring.
+func TestIOUringGiveUp(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: mounting with mount(2) needs root")
+	}
+	enableURing(t)
+	const depth = 2
+	last := (uringQueues() - 1) * depth // the last queue's first entry
+	for _, tc := range []struct {
+		fail  int
+		uring bool
+	}{{last, false}, {last + 1, true}} {
+		uringFailEntry = tc.fail
+		fs := &uringFS{}
+		mnt := t.TempDir()
+		ms, err := NewServer(fs, mnt, &MountOptions{DirectMount: true, IOUring: true, IOUringDepth: depth})
+		uringFailEntry = -1
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ms.Serve()
+		if err := ms.WaitMount(); err != nil {
+			ms.Unmount()
+			t.Fatal(err)
+		}
+		if ms.IOUring() != tc.uring {
+			t.Errorf("entry %d failing: IOUring() %v, want %v", tc.fail, ms.IOUring(), tc.uring)
+		}
+		done := make(chan error, 1)
+		go func() {
+			small := make([]byte, 4096)
+			f, err := os.Open(filepath.Join(mnt, "file"))
+			if err == nil {
+				_, err = f.ReadAt(small, 0)
+				f.Close()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("entry %d failing: read: %v", tc.fail, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("entry %d failing: a read hung 10 s", tc.fail)
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+		if err := ms.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+	}
+}
