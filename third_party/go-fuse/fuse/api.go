@@ -395,11 +395,13 @@ type MountOptions struct {
 	// both; see uring_linux.go for what differs.
 	IOUring bool
 
-	// IOUringDepth is the number of ring entries of each queue
-	// (one queue per possible CPU): the requests in flight at once
-	// from callers on one CPU. Each idle entry holds an OS thread
-	// blocked in io_uring_enter, and a payload buffer of MaxWrite
-	// bytes, touched as it is used. 0 means DefaultIOUringDepth.
+	// IOUringDepth is the number of ring entries each queue (one
+	// queue per possible CPU) starts with; a queue grows by one
+	// entry whenever a request takes its last idle one, up to
+	// MaxIOUringDepth. Each entry holds an io_uring, a payload
+	// buffer of MaxWrite bytes, touched as it is used, and while
+	// idle an OS thread blocked in io_uring_enter. 0 means
+	// DefaultIOUringDepth.
 	IOUringDepth int
 }
 

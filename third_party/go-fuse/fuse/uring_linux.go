@@ -28,6 +28,12 @@ package fuse
 // waiting for it: a request never waits for a thread busy elsewhere.
 // Idle entries hold an OS thread each, blocked in io_uring_enter.
 //
+// A queue starts with MountOptions.IOUringDepth entries and grows by one
+// whenever a request takes its last idle entry, up to MaxIOUringDepth:
+// requests that wait long in the file system (a throttled read) take
+// entries of their own and leave others to the requests behind them,
+// which would otherwise wait in the kernel for an entry.
+//
 // Replies are copied into the entry's payload buffer: a READ is read
 // into it in place where the file system reads into the buffer it is
 // given, and a ReadResultFd is read with pread(2); nothing is spliced.
@@ -72,9 +78,11 @@ const (
 	uringHeaderSize = 288
 	uringIovOff     = 512 // the entry's two iovecs, in its header page
 
-	// DefaultIOUringDepth is the number of ring entries per queue
-	// when MountOptions.IOUringDepth is 0.
+	// DefaultIOUringDepth is the number of ring entries a queue starts
+	// with when MountOptions.IOUringDepth is 0.
 	DefaultIOUringDepth = 16
+	// MaxIOUringDepth is the number of entries a queue grows to at most.
+	MaxIOUringDepth = 256
 )
 
 var uringLE = binary.LittleEndian
@@ -96,6 +104,7 @@ type uringTransport struct {
 	ctl *uringRing
 
 	entries []*uringEntry
+	queues  []*uringQueue
 	// start is closed when Serve starts (or the rings are given up:
 	// then abort is set first).
 	start chan struct{}
@@ -121,10 +130,41 @@ type uringRing struct {
 	localTail uint32
 }
 
+// uringQueue is the entries of one queue (one possible CPU).
+type uringQueue struct {
+	t       *uringTransport
+	qid     int
+	payload int          // the payload buffer's size
+	idle    atomic.Int32 // entries waiting for a request
+	n       atomic.Int32 // entries registered or being registered
+}
+
+// grow adds an entry to the queue, if it has fewer than MaxIOUringDepth:
+// its goroutine registers it and waits for its first request in one
+// io_uring_enter. It is called while an entry of the queue serves, so
+// that the server's loops have not ended.
+func (q *uringQueue) grow() {
+	if q.n.Add(1) > MaxIOUringDepth {
+		q.n.Add(-1)
+		return
+	}
+	e, err := q.t.newEntry(q, q.payload)
+	if err != nil {
+		q.n.Add(-1)
+		q.t.ms.opts.Logger.Printf("io_uring: queue %d: another entry: %v", q.qid, err)
+		return
+	}
+	q.t.ms.fuseFD.loops.Add(1)
+	q.idle.Add(1)
+	e.ring.prepCmd(q.t.ms.devFd(), fuseURingCmdRegister, e.iovAddr, 0, q.qid)
+	go e.serve(false)
+}
+
 // uringEntry is one registered ring entry: its header and payload
 // buffers, in memory of its own, and the ring its commands go through.
 type uringEntry struct {
 	t       *uringTransport
+	q       *uringQueue
 	qid     int
 	ring    *uringRing
 	mem     []byte
@@ -309,9 +349,11 @@ func (t *uringTransport) register() bool {
 	queues := uringQueues()
 	var err error
 	for q := 0; q < queues && err == nil; q++ {
+		uq := &uringQueue{t: t, qid: q, payload: payload}
+		t.queues = append(t.queues, uq)
 		for i := 0; i < depth; i++ {
 			var e *uringEntry
-			e, err = t.newEntry(q, payload)
+			e, err = t.newEntry(uq, payload)
 			if err == nil && q*depth+i == uringFailEntry {
 				e.close()
 				err = fmt.Errorf("setup failed for a test")
@@ -353,7 +395,7 @@ func (t *uringTransport) giveUp() {
 
 // newEntry maps an entry's buffers (its header page, then the payload)
 // and sets up its ring.
-func (t *uringTransport) newEntry(qid, payload int) (*uringEntry, error) {
+func (t *uringTransport) newEntry(q *uringQueue, payload int) (*uringEntry, error) {
 	page := syscall.Getpagesize()
 	mem, err := unix.Mmap(-1, 0, page+payload, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
@@ -364,7 +406,7 @@ func (t *uringTransport) newEntry(qid, payload int) (*uringEntry, error) {
 		unix.Munmap(mem)
 		return nil, err
 	}
-	e := &uringEntry{t: t, qid: qid, ring: r, mem: mem, hdr: mem[:uringHeaderSize], payload: mem[page:]}
+	e := &uringEntry{t: t, q: q, qid: q.qid, ring: r, mem: mem, hdr: mem[:uringHeaderSize], payload: mem[page:]}
 	iovs := unsafe.Slice((*unix.Iovec)(unsafe.Pointer(&mem[uringIovOff])), 2)
 	iovs[0].Base = &e.hdr[0]
 	iovs[0].SetLen(uringHeaderSize)
@@ -403,6 +445,8 @@ func (t *uringTransport) run(e *uringEntry) error {
 			return
 		}
 		t.entries = append(t.entries, e)
+		e.q.n.Add(1)
+		e.q.idle.Add(1)
 		t.ms.fuseFD.loops.Add(1)
 		registered <- nil
 		<-t.start
@@ -412,23 +456,25 @@ func (t *uringTransport) run(e *uringEntry) error {
 			t.ms.fuseFD.loops.Done()
 			return
 		}
-		e.serve()
+		e.serve(true)
 	}()
 	return <-registered
 }
 
-// serve answers the entry's requests until the connection ends. It is
-// called with the thread locked, before the first wait.
-func (e *uringEntry) serve() {
+// serve answers the entry's requests until the connection ends, the
+// entry counted idle. locked says the thread is locked, until the
+// first wait.
+func (e *uringEntry) serve(locked bool) {
 	defer e.t.ms.fuseFD.loops.Done()
 	defer e.close()
-	locked := true
+	defer e.q.n.Add(-1)
 	for {
 		err := e.ring.enter(true)
 		if locked {
 			runtime.UnlockOSThread()
 			locked = false
 		}
+		idle := e.q.idle.Add(-1)
 		if err != nil {
 			e.t.ms.opts.Logger.Printf("io_uring: queue %d: io_uring_enter: %v", e.qid, err)
 			return
@@ -441,11 +487,15 @@ func (e *uringEntry) serve() {
 			}
 			return
 		}
+		if idle == 0 {
+			e.q.grow()
+		}
 		commitID := uringLE.Uint64(e.hdr[uringEntInOut+8:])
 		n := e.handle()
 		clear(e.hdr[uringOpIn:uringEntInOut])
 		uringLE.PutUint32(e.hdr[uringEntInOut+16:], uint32(n)) // payload_sz
 		e.ring.prepCmd(e.t.ms.devFd(), fuseURingCmdCommitAndFetch, 0, commitID, e.qid)
+		e.q.idle.Add(1)
 	}
 }
 

@@ -6,6 +6,7 @@ package fuse
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,9 @@ type uringFS struct {
 
 	blocked     chan struct{} // a read of "block" started
 	interrupted chan struct{} // and its cancel channel was closed
+
+	held    chan struct{} // a read of "holdN" started
+	release chan struct{} // closed: reads of "holdN" return
 }
 
 const uringSize = 3 << 20
@@ -39,7 +43,11 @@ func (f *uringFS) Lookup(cancel <-chan struct{}, h *InHeader, name string, out *
 	case "block":
 		id = 3
 	default:
-		return ENOENT
+		var i int
+		if _, err := fmt.Sscanf(name, "hold%d", &i); err != nil {
+			return ENOENT
+		}
+		id = 100 + uint64(i)
 	}
 	out.NodeId = id
 	out.Attr = Attr{Ino: id, Mode: S_IFREG | 0o644, Nlink: 1, Size: uringSize}
@@ -61,6 +69,11 @@ func (f *uringFS) Open(cancel <-chan struct{}, in *OpenIn, out *OpenOut) Status 
 }
 
 func (f *uringFS) Read(cancel <-chan struct{}, in *ReadIn, buf []byte) (ReadResult, Status) {
+	if in.NodeId >= 100 {
+		f.held <- struct{}{}
+		<-f.release
+		return ReadResultData(buf[:1]), OK
+	}
 	if in.NodeId == 3 {
 		f.blocked <- struct{}{}
 		<-cancel
@@ -302,4 +315,62 @@ func TestIOUringGiveUp(t *testing.T) {
 			t.Errorf("unmount: %v", err)
 		}
 	}
+}
+
+// TestIOUringGrows: requests held in the file system take entries of
+// their own, the queues growing past the depth they started with, so
+// that the requests behind them are not kept waiting in the kernel.
+func TestIOUringGrows(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: mounting with mount(2) needs root")
+	}
+	enableURing(t)
+	const readers = 12
+	fs := &uringFS{held: make(chan struct{}, readers), release: make(chan struct{})}
+	mnt := t.TempDir()
+	ms, err := NewServer(fs, mnt, &MountOptions{DirectMount: true, IOUring: true, IOUringDepth: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ms.Serve()
+	defer ms.Unmount()
+	if err := ms.WaitMount(); err != nil {
+		t.Fatal(err)
+	}
+	if !ms.IOUring() {
+		t.Fatal("the server does not use io_uring, though the kernel offers it")
+	}
+	var dds []*exec.Cmd
+	defer func() {
+		for _, dd := range dds {
+			dd.Wait()
+		}
+	}()
+	released := false
+	defer func() {
+		if !released {
+			close(fs.release)
+		}
+	}()
+	for i := 0; i < readers; i++ {
+		dd := exec.Command("dd", fmt.Sprintf("if=%s/hold%d", mnt, i), "of=/dev/null", "bs=4096", "count=1", "iflag=direct")
+		if err := dd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		dds = append(dds, dd)
+	}
+	// More reads held at once than the queues' entries to start with.
+	want := len(ms.uring.queues) + 1
+	for i := 0; i < want; i++ {
+		select {
+		case <-fs.held:
+		case <-time.After(10 * time.Second):
+			for _, q := range ms.uring.queues {
+				t.Logf("queue %d: %d entries, %d idle", q.qid, q.n.Load(), q.idle.Load())
+			}
+			t.Fatalf("%d of %d reads reached the file system within 10 s, the others held back by the %d queues' 1 entry each", i, readers, len(ms.uring.queues))
+		}
+	}
+	close(fs.release)
+	released = true
 }

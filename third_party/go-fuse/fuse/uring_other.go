@@ -11,7 +11,10 @@ package fuse
 
 // DefaultIOUringDepth is the number of ring entries per queue when
 // MountOptions.IOUringDepth is 0.
-const DefaultIOUringDepth = 16
+const (
+	DefaultIOUringDepth = 16
+	MaxIOUringDepth     = 256
+)
 
 type uringTransport struct{}
 
