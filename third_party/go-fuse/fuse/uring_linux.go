@@ -343,6 +343,7 @@ func (t *uringTransport) register() bool {
 	if depth <= 0 {
 		depth = DefaultIOUringDepth
 	}
+	depth = min(depth, MaxIOUringDepth)
 	// The kernel's ring->max_payload_sz.
 	maxPages := (ms.opts.MaxWrite-1)/syscall.Getpagesize() + 1
 	payload := max(_FUSE_MIN_READ_BUFFER, ms.opts.MaxWrite, maxPages*syscall.Getpagesize())
