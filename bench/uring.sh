@@ -16,11 +16,14 @@
 # --iodepth=1 --time_based, --numjobs 1 and 4, --group_reporting.
 # Server CPU: utime+stime of the server from /proc/PID/stat before and after
 # each fio run, divided by the reads fio completed.
-# For scale, the same runs through sluice itself (go-fuse over /dev/fuse,
-# --allow-other), over a directory holding the same file:
-#   sluice            the group unlimited: sluice's unthrottled path
-#   sluice-limited    a limit the reads never reach (riops=10000000,
-#                     --cache-mode direct): sluice's throttled path
+# For scale, the same runs through sluice itself (--allow-other), over a
+# directory holding the same file, on each of its transports
+# (--transport dev: go-fuse over /dev/fuse; --transport uring: over
+# FUSE-over-io_uring, 16 entries per queue):
+#   sluice[-uring]          the group unlimited, --passthrough=false:
+#                           sluice's unthrottled path
+#   sluice-limited[-uring]  a limit the reads never reach (riops=10000000,
+#                           --cache-mode direct): sluice's throttled path
 # Unlike the two servers, sluice opens the backing file O_DIRECT as fio
 # opened its file, so its reads reach the disk: its rows bound what a
 # faster transport could give it, they do not isolate the transport.
@@ -37,7 +40,7 @@ REPEATS=${2:-3}
 ENTRIES=${FUSE_URING_ENTRIES:-16}
 FIO_UID=1001
 JOBS="1 4"
-TRANSPORTS="dev uring sluice sluice-limited"
+TRANSPORTS="dev uring sluice sluice-uring sluice-limited sluice-limited-uring"
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (mount(2), /sys/module/fuse/parameters)"
 for t in fio go python3 setpriv timeout awk dmesg; do
@@ -77,13 +80,15 @@ chmod 644 "$BACKING"
 # (printed once a stat of MNT/f was answered over TRANSPORT). Sets FUSE_PID.
 start_server() {
 	local tr=$1 logf=$2
+	local sluice_tr=dev
+	[[ $tr == sluice*-uring ]] && sluice_tr=uring
 	case $tr in
-	sluice)
-		sluice_mount "$logf" "$SRC" "$MNT" --allow-other
+	sluice | sluice-uring)
+		sluice_mount "$logf" "$SRC" "$MNT" --allow-other --passthrough=false --transport "$sluice_tr"
 		return
 		;;
-	sluice-limited)
-		sluice_mount "$logf" "$SRC" "$MNT" --group "t uid=$FIO_UID" --limit "t riops=10000000" --cache-mode direct
+	sluice-limited | sluice-limited-uring)
+		sluice_mount "$logf" "$SRC" "$MNT" --group "t uid=$FIO_UID" --limit "t riops=10000000" --cache-mode direct --transport "$sluice_tr"
 		return
 		;;
 	esac
@@ -178,3 +183,17 @@ for (tr, jobs), v in med.items():
 EOF
 echo
 print_table "$SUMMARY"
+echo
+python3 - "$RAW" <<'EOF'
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+med = {}
+for tr, jobs, _, iops, cpu, clat, *_ in rows:
+    med.setdefault((tr, jobs), []).append((float(iops), float(cpu), float(clat)))
+m = {k: tuple(statistics.median(x[i] for x in v) for i in range(3)) for k, v in med.items()}
+for base in ("sluice", "sluice-limited"):
+    for jobs in sorted({j for _, j in m}):
+        a, b = m.get((base + "-uring", jobs)), m.get((base, jobs))
+        if a and b and b[0] and b[1]:
+            print(f"{base}, {jobs} job(s), --transport uring / dev: IOPS {a[0] / b[0]:.2f}x, CPU/read {a[1] / b[1]:.2f}x, clat {a[2] / b[2]:.2f}x")
+EOF

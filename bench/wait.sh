@@ -24,6 +24,9 @@
 #              6.14+; skipped where /sys/module/fuse/parameters/enable_uring
 #              is missing or cannot be set), paced and unpaced: what the
 #              floor would be with that transport
+# The sluice cases run with --transport dev, and again with --transport
+# uring (throttled-uring, paced-uring, full-uring) where io_uring is
+# there.
 # CPU: utime+stime of the server (/proc/PID/stat) over the fio run,
 # divided by the reads fio completed; switches: the context switches of
 # all the server's threads (/proc/PID/task/*/status) over the run, per read,
@@ -84,7 +87,7 @@ run() {
 	shift 3
 	local args=(--rw=read --bs=4k --ioengine=psync --runtime="$RT" --time_based
 		--fadvise_hint=0 --group_reporting --output-format=json)
-	[[ $cs == *paced ]] && args+=(--rate_iops="$RATE")
+	[[ $cs == *paced* ]] && args+=(--rate_iops="$RATE")
 	for p in "$@"; do
 		args+=(--name="j$p" --filename="$p")
 	done
@@ -116,18 +119,24 @@ for i in 1 2 3 4 5 6 7 8; do eight+=("$MNT/f$i"); done
 floor8=()
 for i in 1 2 3 4 5 6 7 8; do floor8+=("$MNT/f"); done
 
+TRANSPORTS=dev
+[ -n "$URING" ] && TRANSPORTS="dev uring"
 for ((round = 1; round <= ROUNDS; round++)); do
-	sluice_mount "$WORK/s.log" "$SRC" "$MNT" --group "t uid=$FIO_UID" --limit "t rbps=1MiB"
-	run throttled 1 "$round" "${one[@]}"
-	stop_fuse
-	sluice_mount "$WORK/s.log" "$SRC" "$MNT" --group "t uid=$FIO_UID" --limit "t rbps=8MiB"
-	run throttled 8 "$round" "${eight[@]}"
-	stop_fuse
-	sluice_mount "$WORK/s.log" "$SRC" "$MNT" --group "t uid=$FIO_UID" --limit "t riops=10000000" --cache-mode direct
-	run paced 1 "$round" "${one[@]}"
-	run paced 8 "$round" "${eight[@]}"
-	run full 1 "$round" "${one[@]}"
-	stop_fuse
+	for tr in $TRANSPORTS; do
+		sfx=
+		[ "$tr" = uring ] && sfx=-uring
+		sluice_mount "$WORK/s.log" "$SRC" "$MNT" --transport "$tr" --group "t uid=$FIO_UID" --limit "t rbps=1MiB"
+		run "throttled$sfx" 1 "$round" "${one[@]}"
+		stop_fuse
+		sluice_mount "$WORK/s.log" "$SRC" "$MNT" --transport "$tr" --group "t uid=$FIO_UID" --limit "t rbps=8MiB"
+		run "throttled$sfx" 8 "$round" "${eight[@]}"
+		stop_fuse
+		sluice_mount "$WORK/s.log" "$SRC" "$MNT" --transport "$tr" --group "t uid=$FIO_UID" --limit "t riops=10000000" --cache-mode direct
+		run "paced$sfx" 1 "$round" "${one[@]}"
+		run "paced$sfx" 8 "$round" "${eight[@]}"
+		run "full$sfx" 1 "$round" "${one[@]}"
+		stop_fuse
+	done
 	start_fuseuring "$WORK/floor.log" "$MNT" -transport dev -backing "$SRC/f1" || die "the minimal FUSE server did not start"
 	run floor-paced 1 "$round" "$MNT/f"
 	run floor-paced 8 "$round" "${floor8[@]}"
@@ -176,4 +185,6 @@ ratio(("paced", "1"), ("floor-paced", "1"), "sluice / floor, paced, 1 job")
 ratio(("paced", "8"), ("floor-paced", "8"), "sluice / floor, paced, 8 jobs")
 ratio(("uring-paced", "1"), ("floor-paced", "1"), "floor over io_uring / over /dev/fuse, paced, 1 job")
 ratio(("uring-paced", "8"), ("floor-paced", "8"), "floor over io_uring / over /dev/fuse, paced, 8 jobs")
+for cs, jobs in (("throttled", "1"), ("throttled", "8"), ("paced", "1"), ("paced", "8"), ("full", "1")):
+    ratio((cs + "-uring", jobs), (cs, jobs), f"sluice --transport uring / dev, {cs}, {jobs} job(s)")
 EOF
