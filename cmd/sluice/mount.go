@@ -203,6 +203,7 @@ func mountCommand(args []string, stdout, stderr io.Writer) *cobra.Command {
 		return nil, cobra.ShellCompDirectiveFilterDirs
 	}
 	completeWords(c, "cache-mode", cacheModes)
+	completeWords(c, "transport", []string{fsys.TransportDev, fsys.TransportURing, fsys.TransportAuto})
 	completeWords(c, "read-policy", mirror.Names)
 	completeWords(c, "readahead-budget", []string{"on", "off"})
 	completeWords(c, "log-level", logLevels)
