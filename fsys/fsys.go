@@ -407,6 +407,7 @@ func Mount(opts Options) (*FS, error) {
 		return nil, fmt.Errorf("mount %s on %s: %w", f.source(), opts.Mountpoint, err)
 	}
 	if opts.Transport == TransportURing && !server.IOUring() {
+		close(f.stop)
 		server.Unmount()
 		f.tree.Close()
 		eng.Close()
