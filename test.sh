@@ -28,7 +28,7 @@ go test -race -count=1 -run '^(TestPerm.*|TestCoherence.*|TestCoherentAcrossGrou
 go test -race -count=1 -run '^(TestPerm.*|TestCoherence.*|TestModel|TestFioVerify|TestFio)$' "$@" ./fsys -args -transport=uring
 # The FUSE-over-io_uring transport in the go-fuse fork (a module of its
 # own, which the commands above leave out).
-(cd third_party/go-fuse && go test -race -count=1 -run 'IOUring' "$@" ./fuse)
+(cd third_party/go-fuse && go test -race -count=1 -run 'IOUring' ./fuse)
 # What the other tests wrote is written back first, not during their runs.
 sync
 go test -race -count=1 -run "$alone" "$@" ./fsys
