@@ -18,31 +18,31 @@ type LimitSpec struct {
 	throttle.LimitChange
 }
 
-// limitKeys lists the keys in canonical order.
-var limitKeys = []string{"rbps", "wbps", "riops", "wiops", "weight", "rbps.min", "wbps.min", "riops.min", "wiops.min"}
+// limitFields are the keys in canonical order, each with its bit and
+// its value in a throttle.Limits.
+var limitFields = []struct {
+	key string
+	bit throttle.Keys
+	at  func(*throttle.Limits) *int64
+}{
+	{"rbps", throttle.KeyRBPS, func(l *throttle.Limits) *int64 { return &l.RBPS }},
+	{"wbps", throttle.KeyWBPS, func(l *throttle.Limits) *int64 { return &l.WBPS }},
+	{"riops", throttle.KeyRIOPS, func(l *throttle.Limits) *int64 { return &l.RIOPS }},
+	{"wiops", throttle.KeyWIOPS, func(l *throttle.Limits) *int64 { return &l.WIOPS }},
+	{"weight", throttle.KeyWeight, func(l *throttle.Limits) *int64 { return &l.Weight }},
+	{"rbps.min", throttle.KeyRBPSMin, func(l *throttle.Limits) *int64 { return &l.RBPSMin }},
+	{"wbps.min", throttle.KeyWBPSMin, func(l *throttle.Limits) *int64 { return &l.WBPSMin }},
+	{"riops.min", throttle.KeyRIOPSMin, func(l *throttle.Limits) *int64 { return &l.RIOPSMin }},
+	{"wiops.min", throttle.KeyWIOPSMin, func(l *throttle.Limits) *int64 { return &l.WIOPSMin }},
+}
 
 // field returns the bit of key and its value in l, or 0 and nil for an
 // unknown key.
 func (l *LimitSpec) field(key string) (throttle.Keys, *int64) {
-	switch key {
-	case "rbps":
-		return throttle.KeyRBPS, &l.To.RBPS
-	case "wbps":
-		return throttle.KeyWBPS, &l.To.WBPS
-	case "riops":
-		return throttle.KeyRIOPS, &l.To.RIOPS
-	case "wiops":
-		return throttle.KeyWIOPS, &l.To.WIOPS
-	case "weight":
-		return throttle.KeyWeight, &l.To.Weight
-	case "rbps.min":
-		return throttle.KeyRBPSMin, &l.To.RBPSMin
-	case "wbps.min":
-		return throttle.KeyWBPSMin, &l.To.WBPSMin
-	case "riops.min":
-		return throttle.KeyRIOPSMin, &l.To.RIOPSMin
-	case "wiops.min":
-		return throttle.KeyWIOPSMin, &l.To.WIOPSMin
+	for _, f := range limitFields {
+		if f.key == key {
+			return f.bit, f.at(&l.To)
+		}
 	}
 	return 0, nil
 }
@@ -141,7 +141,8 @@ func parseWeight(val string) (int64, error) {
 func (l LimitSpec) String() string {
 	var b strings.Builder
 	b.WriteString(l.Group)
-	for _, key := range limitKeys {
+	for _, f := range limitFields {
+		key := f.key
 		k, p := l.field(key)
 		if l.Keys&k == 0 {
 			continue

@@ -44,18 +44,15 @@ type Limits struct {
 }
 
 // minBPS and minIOPS return the floors of direction d (0: none).
-func (l Limits) minBPS(d Dir) int64 {
-	if d == Write {
-		return l.WBPSMin
-	}
-	return l.RBPSMin
-}
+func (l Limits) minBPS(d Dir) int64  { return byDir(d, l.RBPSMin, l.WBPSMin) }
+func (l Limits) minIOPS(d Dir) int64 { return byDir(d, l.RIOPSMin, l.WIOPSMin) }
 
-func (l Limits) minIOPS(d Dir) int64 {
+// byDir returns r for reads and w for writes.
+func byDir(d Dir, r, w int64) int64 {
 	if d == Write {
-		return l.WIOPSMin
+		return w
 	}
-	return l.RIOPSMin
+	return r
 }
 
 // The range of weights, and a group's weight when none is set.
@@ -78,20 +75,10 @@ func (l Limits) Unlimited() bool {
 }
 
 // BPS returns the bytes-per-second limit of direction d (0: unlimited).
-func (l Limits) BPS(d Dir) int64 {
-	if d == Write {
-		return l.WBPS
-	}
-	return l.RBPS
-}
+func (l Limits) BPS(d Dir) int64 { return byDir(d, l.RBPS, l.WBPS) }
 
 // IOPS returns the I/Os-per-second limit of direction d (0: unlimited).
-func (l Limits) IOPS(d Dir) int64 {
-	if d == Write {
-		return l.WIOPS
-	}
-	return l.RIOPS
-}
+func (l Limits) IOPS(d Dir) int64 { return byDir(d, l.RIOPS, l.WIOPS) }
 
 // String formats l as io.max does: "rbps=10485760 wbps=max riops=max
 // wiops=max".
