@@ -3,10 +3,11 @@ package main
 import (
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"sluice/internal/mountinfo"
 )
 
 const completionHelp = `Usage: sluice completion bash|zsh|fish
@@ -88,24 +89,8 @@ func sluiceMounts(mounts string) []string {
 	for _, line := range strings.Split(mounts, "\n") {
 		f := strings.Fields(line)
 		if len(f) > 2 && f[2] == "fuse.sluice" {
-			mnts = append(mnts, unescapeMount(f[1]))
+			mnts = append(mnts, mountinfo.Unescape(f[1]))
 		}
 	}
 	return mnts
-}
-
-// unescapeMount undoes the octal escapes of a field of /proc/self/mounts.
-func unescapeMount(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

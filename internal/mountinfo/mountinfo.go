@@ -25,7 +25,7 @@ func Parse(text string) []Mount {
 		if !ok || len(f) < 5 || len(g) < 1 {
 			continue
 		}
-		m := Mount{Root: unescape(f[3]), Point: unescape(f[4]), FSType: g[0]}
+		m := Mount{Root: Unescape(f[3]), Point: Unescape(f[4]), FSType: g[0]}
 		if len(g) >= 3 {
 			m.Super = strings.Split(g[2], ",")
 		}
@@ -55,8 +55,9 @@ func At(dir string) (m Mount, ok bool, err error) {
 	return m, ok, err
 }
 
-// unescape undoes the octal escapes of a path (\040 for a space).
-func unescape(s string) string {
+// Unescape undoes the octal escapes of a path in a mount table, of
+// /proc/self/mountinfo or /proc/self/mounts (\040 for a space).
+func Unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
