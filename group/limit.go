@@ -18,30 +18,12 @@ type LimitSpec struct {
 	throttle.LimitChange
 }
 
-// limitFields are the keys in canonical order, each with its bit and
-// its value in a throttle.Limits.
-var limitFields = []struct {
-	key string
-	bit throttle.Keys
-	at  func(*throttle.Limits) *int64
-}{
-	{"rbps", throttle.KeyRBPS, func(l *throttle.Limits) *int64 { return &l.RBPS }},
-	{"wbps", throttle.KeyWBPS, func(l *throttle.Limits) *int64 { return &l.WBPS }},
-	{"riops", throttle.KeyRIOPS, func(l *throttle.Limits) *int64 { return &l.RIOPS }},
-	{"wiops", throttle.KeyWIOPS, func(l *throttle.Limits) *int64 { return &l.WIOPS }},
-	{"weight", throttle.KeyWeight, func(l *throttle.Limits) *int64 { return &l.Weight }},
-	{"rbps.min", throttle.KeyRBPSMin, func(l *throttle.Limits) *int64 { return &l.RBPSMin }},
-	{"wbps.min", throttle.KeyWBPSMin, func(l *throttle.Limits) *int64 { return &l.WBPSMin }},
-	{"riops.min", throttle.KeyRIOPSMin, func(l *throttle.Limits) *int64 { return &l.RIOPSMin }},
-	{"wiops.min", throttle.KeyWIOPSMin, func(l *throttle.Limits) *int64 { return &l.WIOPSMin }},
-}
-
 // field returns the bit of key and its value in l, or 0 and nil for an
 // unknown key.
 func (l *LimitSpec) field(key string) (throttle.Keys, *int64) {
-	for _, f := range limitFields {
-		if f.key == key {
-			return f.bit, f.at(&l.To)
+	for _, f := range throttle.Fields {
+		if f.Name == key {
+			return f.Key, f.At(&l.To)
 		}
 	}
 	return 0, nil
@@ -134,17 +116,16 @@ func parseWeight(val string) (int64, error) {
 	return n, nil
 }
 
-// String returns l in canonical form, keys in the order rbps, wbps, riops,
-// wiops, weight, sizes as FormatSize writes them: "default rbps=10MiB
+// String returns l in canonical form, keys in the order of
+// throttle.Fields, sizes as FormatSize writes them: "default rbps=10MiB
 // riops=max".
 // ParseLimit(l.String()) returns l again.
 func (l LimitSpec) String() string {
 	var b strings.Builder
 	b.WriteString(l.Group)
-	for _, f := range limitFields {
-		key := f.key
-		k, p := l.field(key)
-		if l.Keys&k == 0 {
+	for _, f := range throttle.Fields {
+		key, p := f.Name, f.At(&l.To)
+		if l.Keys&f.Key == 0 {
 			continue
 		}
 		b.WriteString(" " + key + "=")
@@ -164,18 +145,15 @@ func (l LimitSpec) String() string {
 	return b.String()
 }
 
-// FormatLimits renders a group's limits in io.max form, every key present,
-// sizes as FormatSize writes them: "rbps=10MiB wbps=max riops=max
-// wiops=100", and a weight when one is set (" weight=200").
+// FormatLimits renders a group's limits in io.max form, every cap
+// present, sizes as FormatSize writes them: "rbps=10MiB wbps=max
+// riops=max wiops=100", and the weight and floors that are set
+// (" weight=200 rbps.min=1MiB").
 func FormatLimits(l throttle.Limits) string {
 	c := throttle.SetAll(l)
-	for _, k := range []struct {
-		key throttle.Keys
-		v   int64
-	}{{throttle.KeyWeight, l.Weight}, {throttle.KeyRBPSMin, l.RBPSMin}, {throttle.KeyWBPSMin, l.WBPSMin},
-		{throttle.KeyRIOPSMin, l.RIOPSMin}, {throttle.KeyWIOPSMin, l.WIOPSMin}} {
-		if k.v == 0 {
-			c.Keys &^= k.key
+	for _, f := range throttle.Fields[4:] {
+		if *f.At(&l) == 0 {
+			c.Keys &^= f.Key
 		}
 	}
 	return strings.TrimPrefix(LimitSpec{LimitChange: c}.String(), " ")

@@ -101,18 +101,44 @@ func (l Limits) String() string {
 	return s
 }
 
+// Field is one key of Limits: its name, as --limit writes it, its bit in
+// Keys, and where its value is.
+type Field struct {
+	Name string
+	Key  Keys
+	At   func(*Limits) *int64
+}
+
+// Fields lists every key of Limits in canonical order: the caps (the
+// first four), the weight, and the floors (the last four, in the caps'
+// order).
+var Fields = []Field{
+	{"rbps", KeyRBPS, func(l *Limits) *int64 { return &l.RBPS }},
+	{"wbps", KeyWBPS, func(l *Limits) *int64 { return &l.WBPS }},
+	{"riops", KeyRIOPS, func(l *Limits) *int64 { return &l.RIOPS }},
+	{"wiops", KeyWIOPS, func(l *Limits) *int64 { return &l.WIOPS }},
+	{"weight", KeyWeight, func(l *Limits) *int64 { return &l.Weight }},
+	{"rbps.min", KeyRBPSMin, func(l *Limits) *int64 { return &l.RBPSMin }},
+	{"wbps.min", KeyWBPSMin, func(l *Limits) *int64 { return &l.WBPSMin }},
+	{"riops.min", KeyRIOPSMin, func(l *Limits) *int64 { return &l.RIOPSMin }},
+	{"wiops.min", KeyWIOPSMin, func(l *Limits) *int64 { return &l.WIOPSMin }},
+}
+
 type field struct {
 	name string
 	v    int64
 }
 
 // caps and floors list l's caps and floors, named, in the same order.
-func (l Limits) caps() []field {
-	return []field{{"rbps", l.RBPS}, {"wbps", l.WBPS}, {"riops", l.RIOPS}, {"wiops", l.WIOPS}}
-}
+func (l Limits) caps() []field   { return l.values(Fields[:4]) }
+func (l Limits) floors() []field { return l.values(Fields[5:]) }
 
-func (l Limits) floors() []field {
-	return []field{{"rbps.min", l.RBPSMin}, {"wbps.min", l.WBPSMin}, {"riops.min", l.RIOPSMin}, {"wiops.min", l.WIOPSMin}}
+func (l Limits) values(fs []Field) []field {
+	out := make([]field, len(fs))
+	for i, f := range fs {
+		out[i] = field{f.Name, *f.At(&l)}
+	}
+	return out
 }
 
 // Validate returns an error naming the first negative field, a weight out
@@ -167,28 +193,9 @@ func SetAll(l Limits) LimitChange { return LimitChange{Keys: AllKeys, To: l} }
 
 // Apply returns cur with the keys of c set to their values in c.To.
 func (c LimitChange) Apply(cur Limits) Limits {
-	if c.Keys&KeyRBPS != 0 {
-		cur.RBPS = c.To.RBPS
-	}
-	if c.Keys&KeyWBPS != 0 {
-		cur.WBPS = c.To.WBPS
-	}
-	if c.Keys&KeyRIOPS != 0 {
-		cur.RIOPS = c.To.RIOPS
-	}
-	if c.Keys&KeyWIOPS != 0 {
-		cur.WIOPS = c.To.WIOPS
-	}
-	if c.Keys&KeyWeight != 0 {
-		cur.Weight = c.To.Weight
-	}
-	for _, k := range []struct {
-		key      Keys
-		cur, set *int64
-	}{{KeyRBPSMin, &cur.RBPSMin, &c.To.RBPSMin}, {KeyWBPSMin, &cur.WBPSMin, &c.To.WBPSMin},
-		{KeyRIOPSMin, &cur.RIOPSMin, &c.To.RIOPSMin}, {KeyWIOPSMin, &cur.WIOPSMin, &c.To.WIOPSMin}} {
-		if c.Keys&k.key != 0 {
-			*k.cur = *k.set
+	for _, f := range Fields {
+		if c.Keys&f.Key != 0 {
+			*f.At(&cur) = *f.At(&c.To)
 		}
 	}
 	return cur
