@@ -47,6 +47,11 @@ type Limits struct {
 func (l Limits) minBPS(d Dir) int64  { return byDir(d, l.RBPSMin, l.WBPSMin) }
 func (l Limits) minIOPS(d Dir) int64 { return byDir(d, l.RIOPSMin, l.WIOPSMin) }
 
+// hasFloor reports whether l sets a floor.
+func (l Limits) hasFloor() bool {
+	return l.RBPSMin != 0 || l.WBPSMin != 0 || l.RIOPSMin != 0 || l.WIOPSMin != 0
+}
+
 // byDir returns r for reads and w for writes.
 func byDir(d Dir, r, w int64) int64 {
 	if d == Write {

@@ -369,6 +369,9 @@ func (q *Queue) pick(now int64, n *qnode, ok [2]bool) *Request {
 // owed in; or nil. Floors go before fair queueing and its anticipation:
 // what a floor owes is the child's whatever its siblings' tags.
 func (q *Queue) pickOwed(now int64, n *qnode, ok [2]bool) *Request {
+	if q.t.floored == 0 {
+		return nil
+	}
 	type owed struct {
 		c    *qnode
 		dirs [2]bool

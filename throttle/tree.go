@@ -49,6 +49,9 @@ type Tree struct {
 	burst  int64
 	root   *Group
 	groups map[string]*Group
+	// floored counts the groups with a floor: without any, the Queue
+	// skips looking for one owed (Queue.pickOwed).
+	floored int
 }
 
 // New returns an empty Tree: only the implicit, unlimited root. It panics
@@ -270,6 +273,12 @@ func (t *Tree) SetLimits(now int64, path string, l Limits) {
 		panic(err)
 	}
 	g := t.Group(path)
+	switch had, has := g.limits.hasFloor(), l.hasFloor(); {
+	case has && !had:
+		t.floored++
+	case had && !has:
+		t.floored--
+	}
 	for _, d := range []Dir{Read, Write} {
 		g.m[d][dimBytes].setRate(now, l.BPS(d))
 		g.m[d][dimIOs].setRate(now, l.IOPS(d))
