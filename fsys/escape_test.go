@@ -24,15 +24,7 @@ func dirSnapshot(t *testing.T, dir string) string {
 	}
 	s := fmt.Sprintf("%s: mode=%o uid=%d mtime=%d.%09d ctime=%d.%09d nlink=%d\n", filepath.Base(dir),
 		st.Mode, st.Uid, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec, st.Nlink)
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	sort.Strings(names)
+	names := dirNames(t, dir)
 	for _, n := range names {
 		var es unix.Stat_t
 		unix.Lstat(filepath.Join(dir, n), &es)

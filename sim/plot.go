@@ -177,6 +177,17 @@ func window(series [][]int64, reqs []int64) int {
 // medianMoving is the median of s's buckets from its first bytes to its
 // last, 0 for a line without bytes.
 func medianMoving(s []int64) int64 {
+	v := slices.Clone(moving(s))
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// moving returns s from its first non-zero value to its last, nil where
+// it has none.
+func moving(s []int64) []int64 {
 	first, last := -1, -1
 	for i, b := range s {
 		if b > 0 {
@@ -187,11 +198,9 @@ func medianMoving(s []int64) int64 {
 		}
 	}
 	if first < 0 {
-		return 0
+		return nil
 	}
-	v := slices.Clone(s[first : last+1])
-	slices.Sort(v)
-	return v[len(v)/2]
+	return s[first : last+1]
 }
 
 // sawtooth reports whether some series, summed over windows of w buckets,
@@ -207,25 +216,17 @@ func sawtooth(series [][]int64, w int) bool {
 			}
 			sums = append(sums, t)
 		}
-		first, last := -1, -1
-		for i, t := range sums {
-			if t > 0 {
-				if first < 0 {
-					first = i
-				}
-				last = i
-			}
-		}
-		if first < 0 || last == first {
+		m := moving(sums)
+		if len(m) < 2 {
 			continue
 		}
 		empty := 0
-		for _, t := range sums[first : last+1] {
+		for _, t := range m {
 			if t == 0 {
 				empty++
 			}
 		}
-		if empty*10 > last+1-first {
+		if empty*10 > len(m) {
 			return true
 		}
 	}
