@@ -306,15 +306,7 @@ func Mount(opts Options) (*FS, error) {
 	f.SetRules(opts.Rules)
 	// The limits, applied in order, must hold together (a floor within
 	// its caps): checked as a whole, so that their order does not matter.
-	full := map[string]throttle.Limits{}
-	var order []string
-	for _, l := range opts.Limits {
-		if _, ok := full[l.Group]; !ok {
-			order = append(order, l.Group)
-		}
-		full[l.Group] = l.Apply(full[l.Group])
-	}
-	if _, err := eng.SetAllLimits(order, full); err != nil {
+	if _, err := eng.SetAllLimits(group.Combine(nil, opts.Limits)); err != nil {
 		f.tree.Close()
 		eng.Close()
 		return nil, fmt.Errorf("--limit: %v", err)

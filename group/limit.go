@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -143,6 +144,26 @@ func (l LimitSpec) String() string {
 		}
 	}
 	return b.String()
+}
+
+// Combine returns the limits each group ends with when specs are applied
+// in order to groups with none, for every group named in also or specs,
+// and those groups in the order first named (also's first): a group only
+// also names gets no limits. A mount's --limit list is Combine(nil,
+// specs); a reload, which resets the groups the old list named, is
+// Combine(old, new).
+func Combine(also, specs []LimitSpec) (order []string, full map[string]throttle.Limits) {
+	full = map[string]throttle.Limits{}
+	for _, l := range append(slices.Clone(also), specs...) {
+		if _, ok := full[l.Group]; !ok {
+			full[l.Group] = throttle.Limits{}
+			order = append(order, l.Group)
+		}
+	}
+	for _, l := range specs {
+		full[l.Group] = l.Apply(full[l.Group])
+	}
+	return order, full
 }
 
 // FormatLimits renders a group's limits in io.max form, every cap

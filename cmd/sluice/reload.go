@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"sluice/group"
-	"sluice/throttle"
 )
 
 // liveFlags are the mount flags a reload applies to the running mount, or
@@ -111,17 +110,7 @@ func (t *target) apply() (applied, stale []string, err error) {
 	// What applies live, limits first: they are checked as a whole (a
 	// floor within its caps) and refused with nothing changed. Each group
 	// named before or now gets every key: the file's value, or max.
-	full := map[string]throttle.Limits{}
-	var order []string
-	for _, l := range append(slices.Clone(cur.Limits), next.Limits...) {
-		if _, ok := full[l.Group]; !ok {
-			full[l.Group] = throttle.Limits{}
-			order = append(order, l.Group)
-		}
-	}
-	for _, l := range next.Limits {
-		full[l.Group] = l.Apply(full[l.Group])
-	}
+	order, full := group.Combine(cur.Limits, next.Limits)
 	was, err := t.m.Engine().SetAllLimits(order, full)
 	if err != nil {
 		return nil, nil, err
