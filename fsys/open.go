@@ -258,10 +258,11 @@ func (f *FS) ioMode(n *node, file *backing.File, o stack.Open, c *backing.Cred) 
 // refused.
 func (f *FS) registerBacking(file *backing.File, c *backing.Cred) int32 {
 	fd := file.Fd()
-	rw, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	path := fmt.Sprintf("/proc/self/fd/%d", fd)
+	rw, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if errors.Is(err, syscall.EPERM) {
 		// An append-only file opens for writing only to append.
-		rw, err = unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDWR|unix.O_APPEND|unix.O_CLOEXEC, 0)
+		rw, err = unix.Open(path, unix.O_RDWR|unix.O_APPEND|unix.O_CLOEXEC, 0)
 	}
 	if err == nil {
 		defer unix.Close(rw)
