@@ -322,14 +322,28 @@ func (e *Engine) Read(ctx context.Context, h *stack.Handle, g *throttle.Group, d
 // Pay waits until group g may read n bytes at off, which the caller then
 // reads itself (stack.Stack.Pay): the throttle charges and paces it, and
 // neither sluice's cache nor its device reads are involved. A cancelled
-// ctx withdraws what is not yet admitted (EINTR).
-func (e *Engine) Pay(ctx context.Context, h *stack.Handle, g *throttle.Group, off, n int64) error {
+// ctx withdraws what is not yet admitted (EINTR). Where the returned
+// Payment is Due (the device is shared), the caller reports its read with
+// Paid, after it, whatever its outcome.
+func (e *Engine) Pay(ctx context.Context, h *stack.Handle, g *throttle.Group, off, n int64) (stack.Payment, error) {
 	c := e.getCall()
 	err := e.run(ctx, c, func(now int64, r *stack.Request) stack.Actions {
 		return e.st.Pay(now, h, g, off, n, r)
 	})
+	p := c.req.TakePayment()
 	e.putCall(c)
-	return err
+	return p, err
+}
+
+// Paid reports that the caller's read of a Pay returned n bytes now
+// (stack.Stack.Paid); it does nothing where p is not Due.
+func (e *Engine) Paid(p stack.Payment, n int) {
+	if !p.Due() {
+		return
+	}
+	e.mu.Lock()
+	e.apply(e.st.Paid(e.now(), p, int64(n)))
+	e.mu.Unlock()
 }
 
 // Write writes data at off to w for group g: each MaxIO piece is written

@@ -273,8 +273,10 @@ func (r *readReply) Done() {
 // paced first, and sluice's cache stays out of it.
 func (h *handle) readStraight(ctx context.Context, unique uint64, g *throttle.Group, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	f := h.node.fsys
+	var pay stack.Payment
 	if g.Limited() {
-		if err := f.eng.Pay(ctx, &h.sh, g, off, int64(len(dest))); err != nil {
+		var err error
+		if pay, err = f.eng.Pay(ctx, &h.sh, g, off, int64(len(dest))); err != nil {
 			return nil, errno(err)
 		}
 	}
@@ -283,7 +285,13 @@ func (h *handle) readStraight(ctx context.Context, unique uint64, g *throttle.Gr
 		res  fuse.ReadResult
 		cold bool
 	)
-	if h.splice {
+	// A read the device's cost model times is read here, not spliced
+	// after the reply.
+	splice := h.splice && !pay.Due()
+	if pay.Due() {
+		defer func() { f.eng.Paid(pay, n) }()
+	}
+	if splice {
 		// Past the backing file's cache, when none of it is there.
 		var err error
 		if res, cold, err = readCold(h.file, off, n); err != nil {
@@ -294,7 +302,7 @@ func (h *handle) readStraight(ctx context.Context, unique uint64, g *throttle.Gr
 	case cold:
 		f.coldReads.Add(1)
 		n = res.Size()
-	case h.splice && n >= spliceMin && n <= f.spliceMax:
+	case splice && n >= spliceMin && n <= f.spliceMax:
 		// Zero copy: the reply is spliced from the backing file.
 		res = fuse.ReadResultFd(uintptr(h.file.Fd()), off, n)
 	default:

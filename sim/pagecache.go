@@ -180,6 +180,9 @@ func (r *runner) kdevice(c *call) {
 // kdone is the device's answer to the kernel's FUSE read c: it reaches
 // the kernel half a round trip later (evReply).
 func (r *runner) kdone(c *call, n int64, err error) {
+	if p := c.req.TakePayment(); p.Due() {
+		r.apply(r.st.Paid(r.now, p, n))
+	}
 	c.got = n
 	if err != nil {
 		c.got = 0

@@ -50,9 +50,12 @@ func (s *Stack) Pay(now int64, h *Handle, g *throttle.Group, off, n int64, r *Re
 
 // queuePay queues the pieces of the read r that the driver performs.
 func (s *Stack) queuePay(now int64, r *Request) {
-	for _, pc := range block.Split(r.off, r.len, s.opts.MaxIO) {
+	for i, pc := range block.Split(r.off, r.len, s.opts.MaxIO) {
 		t := &ticket{kind: payTicket, r: r, queuedAt: now}
 		t.req = throttle.Request{Group: r.group, Dir: throttle.Read, Bytes: pc.Len, IOs: 1, Class: throttle.Demand, Value: t}
+		if random := s.price(&t.req, r.handle.Ino, throttle.Read, pc.Off, pc.Len); i == 0 {
+			r.random = random
+		}
 		r.pieces = append(r.pieces, t)
 		r.pending++
 		s.queue.Push(now, &t.req)
@@ -188,7 +191,7 @@ func (s *Stack) join(now int64, io *IO, g *throttle.Group) {
 		io.group = g
 		io.Class = throttle.Demand
 		io.queuedAt = now
-		io.req = throttle.Request{Group: g, Dir: io.Dir, Bytes: io.Len, IOs: 1, Class: throttle.Demand, Value: io}
+		io.req = throttle.Request{Group: g, Dir: io.Dir, Bytes: io.Len, IOs: 1, Class: throttle.Demand, Value: io, Cost: io.req.Cost}
 		for k := range io.pages {
 			io.pages[k].group = g
 		}
@@ -277,6 +280,7 @@ func (s *Stack) queueRead(now int64, ino uint64, file any, g *throttle.Group, cl
 		pages[k].io = io
 	}
 	io.req = throttle.Request{Group: g, Dir: throttle.Read, Bytes: io.Len, IOs: 1, Class: class, Value: io}
+	io.random = s.price(&io.req, ino, throttle.Read, io.Off, io.Len)
 	s.queue.Push(now, &io.req)
 	return io
 }
@@ -299,6 +303,7 @@ func (s *Stack) Complete(now int64, io *IO, pages [][]byte, err error) Actions {
 	if got < io.Len {
 		s.tree.Refund(now, io.group, throttle.Read, io.Len-got)
 	}
+	s.ended(now, io.tok, io.group, throttle.Read, io.random, got, 1)
 	s.each(io.group, func(c *Counters) { c.RBytes += got })
 	if f := s.files[io.Ino]; err == nil && got < io.Len && f != nil && f.gen == io.gen {
 		f.eof, f.eofAt = io.Off+got, now

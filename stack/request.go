@@ -160,7 +160,7 @@ func (s *Stack) force(now int64, io *IO) {
 	if !s.queue.Remove(&io.req) {
 		return
 	}
-	s.tree.Charge(now, io.group, io.Dir, io.Len, 1)
+	s.tree.ChargeCost(now, io.group, io.Dir, io.Len, 1, io.req.Cost)
 	s.admitted(now, io)
 }
 
@@ -170,7 +170,7 @@ func (s *Stack) forceTicket(now int64, t *ticket) {
 	if !s.queue.Remove(&t.req) {
 		return
 	}
-	s.tree.Charge(now, t.req.Group, t.req.Dir, t.req.Bytes, t.req.IOs)
+	s.tree.ChargeCost(now, t.req.Group, t.req.Dir, t.req.Bytes, t.req.IOs, t.req.Cost)
 	s.released(now, t)
 }
 

@@ -23,6 +23,8 @@ package stack
 import (
 	"errors"
 
+	"sluice/cost"
+
 	"sluice/readahead"
 	"sluice/throttle"
 )
@@ -101,12 +103,14 @@ type IO struct {
 	req      throttle.Request
 	queuedAt int64
 	started  bool
-	gen      uint64   // reads: the file's generation when issued
-	pages    []page   // reads: the pages this I/O fills, in order
-	write    *Request // all but reads: the application request it serves
-	wrote    int64    // writes: bytes written, once complete
-	err      error    // writes: the device's error, once complete
-	complete bool     // writes: reported by Wrote
+	random   bool       // not where its file's last I/O ended (see price)
+	tok      cost.Token // its start, for the cost model, where the device is shared
+	gen      uint64     // reads: the file's generation when issued
+	pages    []page     // reads: the pages this I/O fills, in order
+	write    *Request   // all but reads: the application request it serves
+	wrote    int64      // writes: bytes written, once complete
+	err      error      // writes: the device's error, once complete
+	complete bool       // writes: reported by Wrote
 }
 
 // A ticket is an entry of the throttle's queue that is not a device I/O:
@@ -175,7 +179,11 @@ type Request struct {
 	// writeback: a write without a caller (WriteBack)
 	writeback bool
 	// pay: a read the driver performs itself once admitted (Pay)
-	pay      bool
+	pay bool
+	// pay, where the device is shared: whether the read is random, and
+	// its start (see Paid)
+	random   bool
+	tok      cost.Token
 	deadline int64    // when a wait cap is in force: the latest admission
 	wprev    *Request // the list of requests waiting with a deadline
 	wnext    *Request
@@ -205,6 +213,7 @@ type Stack struct {
 	spareIOs []*IO
 	acts     Actions
 	opened   bool // a gate opened during release: admit again
+	dev      device
 }
 
 // maxSpareIOs bounds the IOs kept for reuse.
@@ -244,6 +253,7 @@ func New(opts Options) (*Stack, error) {
 		limit: opts.CacheBytes / PageSize,
 		stats: make(map[*throttle.Group]*groupStats),
 	}
+	s.dev.ctl = cost.NewController(cost.Options{})
 	s.lru.init()
 	return s, nil
 }
@@ -282,6 +292,7 @@ func (s *Stack) Tick(now int64) Actions { return s.release(now) }
 // return.
 func (s *Stack) release(now int64) Actions {
 	s.expire(now)
+	s.steer(now)
 	var next int64
 	for {
 		s.scratch, next = s.queue.Release(now, s.scratch[:0])
@@ -307,6 +318,9 @@ func (s *Stack) release(now int64) Actions {
 	if r := s.waiting.head; r != nil && (next < 0 || r.deadline < next) {
 		next = r.deadline
 	}
+	if due := s.steered(now); due >= 0 && (next < 0 || due < next) {
+		next = max(due, now+1)
+	}
 	for len(s.dirty) > 0 && s.dirty[0].dirty.since+DirtyExpire <= now {
 		s.writeback(s.dirty[0])
 	}
@@ -324,6 +338,7 @@ func (s *Stack) release(now int64) Actions {
 // admitted records that io left the throttle at now: it is to be started.
 func (s *Stack) admitted(now int64, io *IO) {
 	io.started = true
+	io.tok = s.began(now)
 	wait := now - io.queuedAt
 	for g := io.group; g != nil; g = g.Parent() {
 		gs := s.groupStats(g)
@@ -361,10 +376,14 @@ func (s *Stack) released(now int64, t *ticket) {
 	r := t.r
 	switch t.kind {
 	case gateTicket:
+		if s.tree.Shared() {
+			s.queue.Finished(now, t.req.Group, throttle.Write, 1) // it moves nothing
+		}
 		s.ungate(now, r)
 		s.opened = true
 	case payTicket:
 		if r.pending--; r.pending == 0 {
+			r.tok = s.began(now)
 			s.finish(r)
 		}
 	}

@@ -42,7 +42,7 @@ func (s *Stack) WriteBack(now int64, h *Handle, g *throttle.Group, off, n int64,
 	for _, pc := range block.Split(off, n, s.opts.MaxIO) {
 		io := s.writePiece(r, pc.Off, pc.Len, now)
 		if g.Limited() {
-			s.tree.Charge(now, g, throttle.Write, pc.Len, 1)
+			s.tree.ChargeCost(now, g, throttle.Write, pc.Len, 1, io.req.Cost)
 		}
 		s.admitted(now, io)
 	}
@@ -65,6 +65,7 @@ func (s *Stack) writePiece(r *Request, off, n, queuedAt int64) *IO {
 	io := &IO{Op: OpWrite, Dir: throttle.Write, Ino: h.Ino, File: h.File, Off: off, Len: n,
 		Class: throttle.Demand, group: r.group, queuedAt: queuedAt, write: r}
 	io.req = throttle.Request{Group: r.group, Dir: throttle.Write, Bytes: n, IOs: 1, Class: throttle.Demand, Value: io}
+	io.random = s.price(&io.req, h.Ino, throttle.Write, off, n)
 	r.ios = append(r.ios, io)
 	r.pending++
 	return io
@@ -103,6 +104,7 @@ func (s *Stack) Wrote(now int64, io *IO, n int64, err error) Actions {
 		if n < io.Len {
 			s.tree.Refund(now, io.group, throttle.Write, io.Len-n)
 		}
+		s.ended(now, io.tok, io.group, throttle.Write, io.random, n, 1)
 		wb := io.write.writeback
 		s.each(io.group, func(c *Counters) {
 			c.WBytes += n

@@ -79,6 +79,10 @@ func (l Limits) Unlimited() bool {
 	return l.RBPS == 0 && l.WBPS == 0 && l.RIOPS == 0 && l.WIOPS == 0
 }
 
+// Shares reports whether l sets a weight or a floor: what shares a
+// parent, or the device, rather than capping.
+func (l Limits) Shares() bool { return l.Weight != 0 || l.hasFloor() }
+
 // BPS returns the bytes-per-second limit of direction d (0: unlimited).
 func (l Limits) BPS(d Dir) int64 { return byDir(d, l.RBPS, l.WBPS) }
 

@@ -38,7 +38,12 @@ type Request struct {
 	Bytes int64
 	// IOs is the number of device I/Os the request is: normally 1, one
 	// max_io piece.
-	IOs   int64
+	IOs int64
+	// Cost is the device time the request takes, in nanoseconds as the
+	// caller's device model prices it; 0 where none does. It is charged
+	// to the device's capacity (Tree.SetCapacity), and siblings under a
+	// parent that caps nothing in its direction share by it (see Queue).
+	Cost  int64
 	Class Class
 	// Value is the caller's payload; the Queue never looks at it.
 	Value any
@@ -51,6 +56,7 @@ type Request struct {
 	prev, next *Request
 	seq        uint64 // arrival order
 	enq        int64  // Push time
+	floorAt    *qnode // the parent under which a floor released it
 }
 
 // Queued reports whether r is waiting in a Queue.
@@ -115,8 +121,11 @@ type qnode struct {
 	// children that emptied so, in that order.
 	emptied    int64
 	emptiedDir Dir
-	idle       []*qnode
-	largest    int64 // as a parent: the most tag it has served one request (see dispatch)
+	// inflight counts, where the device is shared, the subtree's released
+	// requests the device has not finished (see Finished).
+	inflight int
+	idle     []*qnode
+	largest  int64 // as a parent: the most tag it has served one request (see dispatch)
 }
 
 // key returns the start tag a child with tag c competes with under parent
@@ -209,12 +218,12 @@ func (q *Queue) Push(now int64, r *Request) {
 		panic("throttle: Push of a queued request")
 	case r.Class > Readahead:
 		panic("throttle: Push with invalid " + r.Class.String())
-	case r.Bytes < 0 || r.IOs < 0:
-		panic(fmt.Sprintf("throttle: Push of %d bytes, %d ios", r.Bytes, r.IOs))
+	case r.Bytes < 0 || r.IOs < 0 || r.Cost < 0:
+		panic(fmt.Sprintf("throttle: Push of %d bytes, %d ios, %d ns", r.Bytes, r.IOs, r.Cost))
 	}
 	n := q.node(r.Group)
 	q.seq++
-	r.q, r.seq, r.enq, r.Floor = q, q.seq, now, false
+	r.q, r.seq, r.enq, r.Floor, r.floorAt = q, q.seq, now, false, nil
 	n.fifo[r.Dir][r.Class].pushBack(r)
 	if n.ownLen == 0 {
 		n.own.start, n.own.stamp = max(n.vclock, n.own.finish), q.nextStamp()
@@ -392,7 +401,7 @@ func (q *Queue) pickOwed(now int64, n *qnode, ok [2]bool) *Request {
 	slices.SortFunc(all, func(a, b owed) int { return cmp.Compare(a.at, b.at) })
 	for _, o := range all {
 		if r := q.pick(now, o.c, o.dirs); r != nil {
-			r.Floor = true
+			r.Floor, r.floorAt = true, n
 			return r
 		}
 	}
@@ -412,24 +421,42 @@ func (q *Queue) anticipate(now int64, n *qnode, k int64, r *Request) *Request {
 	}
 	live := n.idle[:0]
 	for _, c := range n.idle {
-		if c.emptied+q.t.burst > now {
+		if c.emptied+q.t.burst > now || c.inflight > 0 && c.emptied+holdInFlight > now {
 			live = append(live, c)
 		}
 	}
 	clear(n.idle[len(live):])
 	n.idle = live
-	m := &n.g.m[r.Dir][dimBytes]
-	if m.rate == 0 || m.credit(now, q.t.burst) >= r.Bytes {
+	m, need := &n.g.m[r.Dir][dimBytes], r.Bytes
+	dev := m.rate == 0 && n.g.dev.rate != 0
+	if dev {
+		m, need = &n.g.dev, r.Cost
+	}
+	if m.rate == 0 || !dev && m.credit(now, q.t.burst) >= need {
 		return r
 	}
 	// Waiting past full credit would waste the parent's rate: a group
-	// slower than its share is not waited for beyond that.
+	// slower than its share is not waited for beyond that. A saturated
+	// device is waited on whatever its credit, as a disk scheduler idles
+	// for a reader between its requests (BFQ's slice_idle): the request
+	// held back would otherwise sit in the device ahead of the reader's
+	// next one, and a reader with a few requests at a time would get its
+	// share only of what the device serves while it has one in flight.
 	full := m.tat + q.t.burst
+	if dev {
+		full = math.MaxInt64
+	}
 	end := int64(-1)
 	for _, c := range n.idle {
 		// c comes back with its finish tag as its start (see Push).
 		if c.emptiedDir == r.Dir && n.key(&tag{start: c.finish}) < k && c.g.open(now, r.Dir) {
-			if e := min(c.emptied+q.t.burst, full); e > now {
+			e := min(c.emptied+q.t.burst, full)
+			if dev && c.inflight > 0 {
+				// Its requests are in the device, maybe behind a larger
+				// one: it comes back when they finish.
+				e = c.emptied + holdInFlight
+			}
+			if e > now {
 				end = max(end, e)
 			}
 		}
@@ -465,13 +492,27 @@ func (n *qnode) head(ok [2]bool) *Request {
 // is its finish, start + Bytes.
 func (q *Queue) dispatch(now int64, r *Request) {
 	n := q.unlink(r)
-	q.t.charge(now, r.enq, r.Group, r.Dir, r.Bytes, r.IOs)
+	q.t.charge(now, r.enq, r.Group, r.Dir, r.Bytes, r.IOs, r.Cost)
 	// A child of weight w is served r.Bytes*DefaultWeight/w of tag: twice
 	// the weight, half the tag, twice the bytes for the same progress.
+	// Under a parent that caps nothing in r's direction, the device is
+	// what the children share: they are served its device time instead,
+	// where the request has one.
 	serve := func(parent *qnode, c *tag, backlogged bool, w int64) {
 		s := parent.key(c)
-		parent.vclock = s
-		service := r.Bytes * DefaultWeight / w
+		if parent != r.floorAt {
+			// A release for a floor is out of fair queueing's turn: it
+			// moves the child's tag (a floor is a minimum, not an
+			// addition) but not the parent's clock, which would lift
+			// its siblings' keys together and leave their order to
+			// chance.
+			parent.vclock = s
+		}
+		units := r.Bytes
+		if r.Cost > 0 && !parent.g.capped(r.Dir) {
+			units = r.Cost
+		}
+		service := units * DefaultWeight / w
 		parent.largest = max(parent.largest, service)
 		c.finish = satAdd(s, service)
 		if backlogged {
@@ -480,11 +521,40 @@ func (q *Queue) dispatch(now int64, r *Request) {
 	}
 	serve(n, &n.own, n.ownLen > 0, DefaultWeight)
 	for x := n; x != q.root; x = x.up {
+		if q.t.shared {
+			x.inflight++
+		}
 		serve(x.up, &x.tag, x.backlog > 0, x.g.limits.weight())
-		if x.backlog == 0 && x.up.g.m[r.Dir][dimBytes].rate != 0 {
+		if x.backlog == 0 && (x.up.g.m[r.Dir][dimBytes].rate != 0 || x.up.g.dev.rate != 0) {
 			x.emptied, x.emptiedDir = now, r.Dir
 			if !slices.Contains(x.up.idle, x) {
 				x.up.idle = append(x.up.idle, x)
+			}
+		}
+	}
+}
+
+// holdInFlight is how long, at most, a saturated device holds back a
+// request for a group that would precede it and whose own requests are
+// still in the device (see anticipate).
+const holdInFlight = int64(100e6)
+
+// Finished tells the queue that k requests of g in direction d, which it
+// released while the device was shared, were finished by the device at
+// now (or never reach it: a request that moves no data). A group with
+// none left in the device and none queued is anticipated for up to Burst
+// from then, as a reader between its requests (see anticipate): a
+// device's turn for a group starts when its requests come back, not when
+// they were sent.
+func (q *Queue) Finished(now int64, g *Group, d Dir, k int) {
+	q.t.check(g, d)
+	n := q.node(g)
+	for x := n; x != q.root; x = x.up {
+		x.inflight = max(x.inflight-k, 0)
+		if x.up == q.root && x.inflight == 0 && x.backlog == 0 && q.root.g.dev.rate != 0 {
+			x.emptied, x.emptiedDir = now, d
+			if !slices.Contains(q.root.idle, x) {
+				q.root.idle = append(q.root.idle, x)
 			}
 		}
 	}

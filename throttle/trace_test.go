@@ -20,9 +20,13 @@ import (
 //
 //	reset [burst=10ms]
 //	    a new, empty Tree and Queue at time 0
-//	limit GROUP [t=] [rbps=] [wbps=] [riops=] [wiops=]
-//	    SetLimits; an absent field is max (unlimited)
-//	submit [t=] group=G [bytes=4KiB] [ios=1] [dir=read|write]
+//	limit GROUP [t=] [rbps=] [wbps=] [riops=] [wiops=] [weight=]
+//	      [rbps.min=] [riops.min=]
+//	    SetLimits; an absent field is max (unlimited), or no weight, no floor
+//	capacity [t=] per-second=D
+//	    Tree.SetCapacity: D of device time a second (0: any); prints
+//	    whether the device is shared and the capacity in force
+//	submit [t=] group=G [bytes=4KiB] [ios=1] [cost=D] [dir=read|write]
 //	       [class=demand|readahead] [count=1] [name=L]
 //	    Push count requests, labelled L or G#k (k counting per group);
 //	    prints the labels
@@ -35,7 +39,8 @@ import (
 //	    a copy D later, as a caller with one request at a time does. Prints the releases, consecutive ones
 //	    of one kind (group, size, direction, class) folded into one line
 //	    of times, labels and sizes (unless quiet), then the bytes released
-//	    per group and the next wake-up
+//	    per group (and their device time, where requests have a cost) and
+//	    the next wake-up
 //	remove L / promote L / queued
 //	    Queue.Remove, Queue.Promote of the request labelled L; Queue.Len
 //	charge [t=] group=G bytes= [ios=1] [dir=]
@@ -115,9 +120,13 @@ func (x *trace) do(t *testing.T, td *datadriven.TestData) string {
 		x.tree.SetLimits(x.now, p, Limits{
 			RBPS: a.Bytes("rbps", 0), WBPS: a.Bytes("wbps", 0),
 			RIOPS: a.Int("riops", 0), WIOPS: a.Int("wiops", 0),
+			Weight: a.Int("weight", 0), RBPSMin: a.Bytes("rbps.min", 0), RIOPSMin: a.Int("riops.min", 0),
 		})
+	case "capacity":
+		x.tree.SetCapacity(x.now, a.Time("per-second", 0))
+		fmt.Fprintf(&b, "shared %v capacity %s/s\n", x.tree.Shared(), tt.Time(x.tree.Capacity()))
 	case "submit":
-		r := Request{Group: group(), Dir: dir(), Bytes: a.Bytes("bytes", 4*KiB), IOs: a.Int("ios", 1)}
+		r := Request{Group: group(), Dir: dir(), Bytes: a.Bytes("bytes", 4*KiB), IOs: a.Int("ios", 1), Cost: a.Time("cost", 0)}
 		switch s := a.String("class", "demand"); s {
 		case "demand":
 			r.Class = Demand
@@ -210,7 +219,7 @@ type release struct {
 // asks to be woken for nothing and never stops while it holds requests.
 func (x *trace) run(t *testing.T, td *datadriven.TestData, until int64, keep map[string]int64, quiet bool, b *strings.Builder) {
 	var log []release
-	got := map[string]int64{}
+	got, cost := map[string]int64{}, map[string]int64{}
 	var order []string
 	woke := false
 	var next int64
@@ -242,8 +251,9 @@ func (x *trace) run(t *testing.T, td *datadriven.TestData, until int64, keep map
 				order = append(order, p)
 			}
 			got[p] += r.Bytes
+			cost[p] += r.Cost
 			if d, ok := keep[p]; ok {
-				c := Request{Group: r.Group, Dir: r.Dir, Bytes: r.Bytes, IOs: r.IOs, Class: r.Class}
+				c := Request{Group: r.Group, Dir: r.Dir, Bytes: r.Bytes, IOs: r.IOs, Class: r.Class, Cost: r.Cost}
 				if d == 0 {
 					x.push(c, "")
 				} else {
@@ -296,7 +306,11 @@ func (x *trace) run(t *testing.T, td *datadriven.TestData, until int64, keep map
 	}
 	var totals []string
 	for _, p := range order {
-		totals = append(totals, p+"="+tt.Bytes(got[p]))
+		t := p + "=" + tt.Bytes(got[p])
+		if cost[p] != 0 {
+			t += "/" + tt.Time(cost[p])
+		}
+		totals = append(totals, t)
 	}
 	if totals == nil {
 		totals = []string{"nothing"}

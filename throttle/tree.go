@@ -52,6 +52,9 @@ type Tree struct {
 	// floored counts the groups with a floor: without any, the Queue
 	// skips looking for one owed (Queue.pickOwed).
 	floored int
+	// shared says the device is shared (see Shared): some group has a
+	// weight or a floor with no cap above it.
+	shared bool
 }
 
 // New returns an empty Tree: only the implicit, unlimited root. It panics
@@ -78,6 +81,9 @@ type Group struct {
 	// caps: a floor's tat at or before now means the group got less than
 	// its floor (see owed).
 	floor [2][2]meter
+	// dev is the root's alone: the device's capacity in nanoseconds of
+	// device time per second (see SetCapacity); rate 0 while unknown.
+	dev meter
 	// limited caches Limited: g or an ancestor has a limit. It is the one
 	// field safe to read without the caller's lock, so a front end can
 	// route a request before taking it.
@@ -164,13 +170,16 @@ func (g *Group) PathLimits() Limits {
 }
 
 // Limited reports whether g or any ancestor has a limit in either
-// direction, that is, whether g's I/O needs to pass through the throttle
-// at all. Unlike the rest of the Tree it is safe to call concurrently with
+// direction, or the device is shared (Tree.Shared), that is, whether g's
+// I/O needs to pass through the throttle at all. Unlike the rest of the Tree it is safe to call concurrently with
 // SetLimits; it sees the limits before or after the change.
 func (g *Group) Limited() bool { return g.limited.Load() }
 
 // pathLimited computes Limited from the limits.
 func (g *Group) pathLimited() bool {
+	if g.tree.shared {
+		return true
+	}
 	for x := g; x != nil; x = x.up {
 		if !x.limits.Unlimited() {
 			return true
@@ -180,9 +189,9 @@ func (g *Group) pathLimited() bool {
 }
 
 // open reports whether every limit of g itself in direction d admits a
-// request at now.
+// request at now (for the root, the device's capacity).
 func (g *Group) open(now int64, d Dir) bool {
-	return g.m[d][dimBytes].open(now) && g.m[d][dimIOs].open(now)
+	return g.m[d][dimBytes].open(now) && g.m[d][dimIOs].open(now) && g.dev.open(now)
 }
 
 // gate returns the latest theoretical arrival time of g's own limits in
@@ -194,7 +203,47 @@ func (g *Group) gate(d Dir) int64 {
 			e = max(e, m.tat)
 		}
 	}
+	if g.dev.rate != 0 {
+		e = max(e, g.dev.tat)
+	}
 	return e
+}
+
+// capped reports whether g limits the bytes or I/Os of direction d: its
+// children then share it by bytes, else by device time (see Queue).
+func (g *Group) capped(d Dir) bool {
+	return g.m[d][dimBytes].rate != 0 || g.m[d][dimIOs].rate != 0
+}
+
+// Shared reports whether the device is shared: some group has a weight or
+// a floor (Limits.Shares) and no cap on any level above it, so what it
+// competes for is SOURCE itself. Every group is then Limited, for every
+// request must reach the Queue to be ordered, and requests carry their
+// device time (Request.Cost), by which groups under an uncapped parent
+// share it. The capacity the Queue admits is SetCapacity's.
+func (t *Tree) Shared() bool { return t.shared }
+
+// SetCapacity sets at now how much device time the device serves per
+// second, in nanoseconds (1e9: one second a second, as the device model
+// that prices Request.Cost counts it); 0 admits any. Debt is rescaled as
+// SetLimits does. The caller's capacity controller calls it as it learns
+// whether the device keeps up; it limits only while Shared.
+func (t *Tree) SetCapacity(now, rate int64) {
+	if !t.shared {
+		rate = 0
+	}
+	t.root.dev.setRate(now, max(rate, 0))
+}
+
+// Capacity returns the device time per second the root admits (0: any).
+func (t *Tree) Capacity() int64 { return t.root.dev.rate }
+
+// DeviceBacklog reports whether a request is held back at now by the
+// device's capacity alone: the root is closed and its capacity is set.
+// A capacity controller grows the capacity only while it holds requests
+// back, and latencies say the device keeps up.
+func (t *Tree) DeviceBacklog(now int64) bool {
+	return t.root.dev.rate != 0 && !t.root.dev.open(now)
 }
 
 // Check returns an error if the groups at the paths of changes may not
@@ -286,9 +335,30 @@ func (t *Tree) SetLimits(now int64, path string, l Limits) {
 		g.floor[d][dimIOs].setRate(now, l.minIOPS(d))
 	}
 	g.limits = l
+	t.shared = false
+	for _, x := range t.groups {
+		t.shared = t.shared || x.sharesDevice()
+	}
+	if !t.shared {
+		t.root.dev.setRate(now, 0)
+	}
 	for _, x := range t.groups {
 		x.limited.Store(x.pathLimited())
 	}
+}
+
+// sharesDevice reports whether g's weight or floor acts on the device:
+// g has one, and no level above it caps anything.
+func (g *Group) sharesDevice() bool {
+	if !g.limits.Shares() {
+		return false
+	}
+	for x := g.up; x != nil; x = x.up {
+		if !x.limits.Unlimited() {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *Tree) check(g *Group, d Dir) {
@@ -326,7 +396,17 @@ func (t *Tree) Charge(now int64, g *Group, d Dir, bytes, ios int64) {
 	if bytes < 0 || ios < 0 {
 		panic(fmt.Sprintf("throttle: Charge of %d bytes, %d ios", bytes, ios))
 	}
-	t.charge(now, now, g, d, bytes, ios)
+	t.charge(now, now, g, d, bytes, ios, 0)
+}
+
+// ChargeCost is Charge of a request that also takes cost nanoseconds of
+// device time, charged to the device's capacity (see SetCapacity).
+func (t *Tree) ChargeCost(now int64, g *Group, d Dir, bytes, ios, cost int64) {
+	t.check(g, d)
+	if bytes < 0 || ios < 0 || cost < 0 {
+		panic(fmt.Sprintf("throttle: Charge of %d bytes, %d ios, %d ns", bytes, ios, cost))
+	}
+	t.charge(now, now, g, d, bytes, ios, cost)
 }
 
 // charge is Charge for a request that has waited since arrival. Each
@@ -336,7 +416,7 @@ func (t *Tree) Charge(now int64, g *Group, d Dir, bytes, ios int64) {
 // held back by an ancestor is thus not lost to the burst cap of the levels
 // below it, as if each level had its own queue passing requests upward on
 // its own schedule; a group under a busy parent still gets its own rate.
-func (t *Tree) charge(now, arrival int64, g *Group, d Dir, bytes, ios int64) {
+func (t *Tree) charge(now, arrival int64, g *Group, d Dir, bytes, ios, cost int64) {
 	at := min(arrival, now)
 	for x := g; x != nil; x = x.up {
 		cleared := min(max(at, x.gate(d)), now)
@@ -344,6 +424,7 @@ func (t *Tree) charge(now, arrival int64, g *Group, d Dir, bytes, ios int64) {
 		x.m[d][dimIOs].charge(at, t.burst, ios)
 		x.floor[d][dimBytes].charge(now, t.burst, bytes)
 		x.floor[d][dimIOs].charge(now, t.burst, ios)
+		x.dev.charge(at, t.burst, cost) // the root's alone has a rate
 		at = cleared
 	}
 }
