@@ -98,6 +98,12 @@ type FaultRule struct {
 	// fails in the middle of it. Operations its Prob skipped count too.
 	// The default is 0: from the first.
 	After int
+	// Serial serves the rule's Delay one operation at a time, in the
+	// order they come, as a disk that serves one request at a time: an
+	// operation waits for those before it, then its Delay. A device of
+	// 1000 reads a second is Ops OpRead, Delay 1ms, Serial. The default,
+	// false, delays every operation on its own.
+	Serial bool
 }
 
 // Validate reports what is wrong with the rule, naming the field.
@@ -192,6 +198,7 @@ type FaultTree struct {
 
 	mu     sync.Mutex
 	rules  []FaultRule
+	serial []chan struct{} // per rule: the queue of a Serial one (a lock a synctest bubble sees blocked on)
 	fired  []int
 	seen   []int // matching operations per rule, fired or not
 	rand   *rand.Rand
@@ -237,6 +244,12 @@ func (t *FaultTree) SetRules(rules ...FaultRule) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.rules = append([]FaultRule(nil), rules...)
+	t.serial = make([]chan struct{}, len(rules))
+	for i := range rules {
+		if rules[i].Serial {
+			t.serial[i] = make(chan struct{}, 1)
+		}
+	}
 	t.fired = make([]int, len(rules))
 	t.seen = make([]int, len(rules))
 	return nil
@@ -269,6 +282,11 @@ func onEntry(parent ID, name string) faultAt { return faultAt{parent: parent, na
 func (t *FaultTree) inject(op Op, at ...faultAt) error {
 	var delay time.Duration
 	var err error
+	type held struct {
+		q chan struct{}
+		d time.Duration
+	}
+	var queues []held
 	t.mu.Lock()
 	for i := range t.rules {
 		r := &t.rules[i]
@@ -289,7 +307,11 @@ func (t *FaultTree) inject(op Op, at ...faultAt) error {
 			continue
 		}
 		t.fired[i]++
-		delay += r.Delay
+		if r.Serial {
+			queues = append(queues, held{t.serial[i], r.Delay})
+		} else {
+			delay += r.Delay
+		}
 		if r.Err != nil {
 			err = r.Err
 			break
@@ -298,6 +320,11 @@ func (t *FaultTree) inject(op Op, at ...faultAt) error {
 	t.mu.Unlock()
 	if delay > 0 {
 		t.sleep(delay)
+	}
+	for _, h := range queues {
+		h.q <- struct{}{}
+		t.sleep(h.d)
+		<-h.q
 	}
 	return err
 }

@@ -1,7 +1,9 @@
 package backing
 
 import (
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -312,5 +314,47 @@ func TestFaultRuleValidate(t *testing.T) {
 	}
 	if s := (OpRead | OpWrite).String(); s != "read|write" {
 		t.Errorf("OpRead|OpWrite is %q", s)
+	}
+}
+
+// TestFaultTreeSerial: a Serial rule serves its delay one operation at a
+// time, as a disk: eight reads sent together at 1 ms each finish 1 ms
+// apart, the last after 8 ms (on a synctest bubble's clock), where a rule
+// that is not Serial holds each for its own 1 ms.
+func TestFaultTreeSerial(t *testing.T) {
+	for _, serial := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			ft := newFaultTree(t, NewMemTree(MemOptions{}), FaultOptions{Rules: []FaultRule{
+				{Ops: OpRead, Delay: time.Millisecond, Serial: serial},
+			}})
+			_, f, err := ft.Create(&Cred{}, RootID, "disk", syscall.O_RDWR, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			start := time.Now()
+			var mu sync.Mutex
+			var done []time.Duration
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					f.ReadAt(make([]byte, 1), 0)
+					mu.Lock()
+					done = append(done, time.Since(start))
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			slices.Sort(done)
+			for i, d := range done {
+				want := time.Millisecond
+				if serial {
+					want = time.Duration(i+1) * time.Millisecond
+				}
+				if d != want {
+					t.Fatalf("serial %v: reads finished at %v, want the %dth at %v", serial, done, i+1, want)
+				}
+			}
+		})
 	}
 }

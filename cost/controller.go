@@ -26,7 +26,9 @@ type Options struct {
 	// idle. The default is 0.01.
 	Idle float64
 	// Up is the factor the capacity is multiplied by after a Period in
-	// which requests waited on it while the device kept up. Down is the
+	// which requests waited on it while the device kept up, at least; by
+	// 1 plus the share of the period the device was idle, if that is
+	// more. Down is the
 	// factor of what the device completed in a saturated Period that the
 	// capacity is set to, if that is less. The defaults are 1.02 and 0.95.
 	Up, Down float64
@@ -112,7 +114,7 @@ type Controller struct {
 	total, targeted, missed int
 	units, slow             int64 // of all completions, and of the slow ones
 	done                    int64
-	backlog                 bool
+	backlog, contended      bool
 	busy                    int64 // Model.Busy at the period's start
 	stretch                 int   // periods the current one was extended by
 	// State is what the last period found, for the mount's counters.
@@ -195,6 +197,15 @@ func b2i(b bool) int {
 	return 0
 }
 
+// Contended notes that at now more than one group had requests queued or
+// in the device: a period without it is never saturated, for one group
+// alone competes with no one, and the queue it keeps in the device is its
+// own.
+func (c *Controller) Contended(now int64) {
+	c.start(now)
+	c.contended = true
+}
+
 // Backlog notes that at now requests waited on the capacity alone.
 func (c *Controller) Backlog(now int64) {
 	c.start(now)
@@ -236,8 +247,8 @@ func (c *Controller) Tick(now, busy int64) bool {
 	done := c.done * int64(time.Second) / max(elapsed, 1)
 	idle := 1 - float64(busy-c.busy)/float64(max(elapsed, 1))
 	c.busy = busy
-	saturated := c.total >= minSamples && c.slow*2 > c.units && idle < c.o.Idle ||
-		c.targeted >= minTargeted && c.missed*10 > c.targeted
+	saturated := c.contended && (c.total >= minSamples && c.slow*2 > c.units && idle < c.o.Idle ||
+		c.targeted >= minTargeted && c.missed*10 > c.targeted)
 	backlog := c.backlog && !saturated
 	old := c.rate
 	switch {
@@ -250,7 +261,8 @@ func (c *Controller) Tick(now, busy int64) bool {
 		c.rate = int64(float64(c.rate) * c.o.Down)
 		c.calm = 0
 	case backlog:
-		c.rate = int64(float64(c.rate)*c.o.Up) + 1
+		// Faster while the device idled: it had room for as much more.
+		c.rate = int64(float64(c.rate)*max(c.o.Up, 1+min(idle, 1))) + 1
 		c.calm = 0
 	case c.rate != 0:
 		if c.calm == 0 {
@@ -276,7 +288,7 @@ func (c *Controller) Tick(now, busy int64) bool {
 	c.State = State{Saturated: saturated, Backlogged: backlog, Done: done, Idle: idle, Capacity: c.rate,
 		Periods: c.State.Periods + 1, Saturations: c.State.Saturations + int64(b2i(saturated))}
 	quiet := c.total == 0 && !c.backlog
-	c.total, c.units, c.slow, c.targeted, c.missed, c.done, c.backlog = 0, 0, 0, 0, 0, 0, false
+	c.total, c.units, c.slow, c.targeted, c.missed, c.done, c.backlog, c.contended = 0, 0, 0, 0, 0, 0, false, false
 	c.end = now + period
 	if quiet && c.rate == 0 {
 		c.end = 0 // nothing to decide until the next completion

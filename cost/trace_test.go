@@ -29,6 +29,8 @@ import (
 //	    Controller.Observe of count completions of 4 KiB random reads
 //	backlog [t=]
 //	    Controller.Backlog
+//	contended [t=]
+//	    Controller.Contended
 //	tick t= busy=D
 //	    Controller.Tick with the model's busy time; prints the state
 func TestTrace(t *testing.T) {
@@ -132,6 +134,8 @@ func (x *trace) do(t *testing.T, td *datadriven.TestData) string {
 		}
 	case "backlog":
 		x.c.Backlog(x.now)
+	case "contended":
+		x.c.Contended(x.now)
 	case "tick":
 		changed := x.c.Tick(x.now, a.Time("busy", 0))
 		s := x.c.State

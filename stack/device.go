@@ -16,9 +16,6 @@ import (
 type device struct {
 	model cost.Model
 	ctl   *cost.Controller
-	// Device time (ns) and I/Os the model was taught, per direction.
-	ns  [2]float64
-	ios [2]int64
 }
 
 // DeviceMetrics is what the stack knows of the device it shares.
@@ -86,11 +83,8 @@ func (s *Stack) ended(now int64, t cost.Token, g *throttle.Group, d throttle.Dir
 		return
 	}
 	s.queue.Finished(now, g, d, k)
-	dev, lat := s.dev.model.End(now, t, costDir(d), random, n)
-	s.dev.ns[d] += float64(dev)
-	s.dev.ios[d]++
-	units := s.dev.model.Cost(costDir(d), random, n)
-	s.dev.ctl.Observe(now, costDir(d), random, n, units, lat, 0)
+	_, lat := s.dev.model.End(now, t, costDir(d), random, n)
+	s.dev.ctl.Observe(now, costDir(d), random, n, s.dev.model.Cost(costDir(d), random, n), lat, 0)
 }
 
 // Payment is a finished Pay's read as the cost model waits for it: the
@@ -150,6 +144,9 @@ func (s *Stack) steered(now int64) int64 {
 	}
 	if s.queue.Len() > 0 && s.tree.DeviceBacklog(now) {
 		s.dev.ctl.Backlog(now)
+	}
+	if s.queue.Users() > 1 {
+		s.dev.ctl.Contended(now)
 	}
 	return s.dev.ctl.Next()
 }

@@ -154,11 +154,13 @@ type Metrics struct {
 	CacheBytes int64          `json:"cache_bytes"`
 	CacheLimit int64          `json:"cache_limit"`
 	Queued     int            `json:"queued"`
+	// Device is the device the groups share, where they do.
+	Device DeviceMetrics `json:"device"`
 }
 
 // Metrics returns a snapshot, groups sorted by path.
 func (s *Stack) Metrics() Metrics {
-	m := Metrics{CacheBytes: s.cached * PageSize, CacheLimit: s.limit * PageSize, Queued: s.queue.Len()}
+	m := Metrics{CacheBytes: s.cached * PageSize, CacheLimit: s.limit * PageSize, Queued: s.queue.Len(), Device: s.deviceMetrics()}
 	for g, c := range s.stats {
 		m.Groups = append(m.Groups, GroupMetrics{Group: g.Path(), Limits: group.FormatLimits(g.Limits()), Limit: g.Limits(), Counters: c.Counters,
 			ReadWait: c.rwait, WriteWait: c.wwait})

@@ -169,7 +169,30 @@ type Queue struct {
 	seq   uint64
 	stamp uint64
 	wait  int64 // the earliest end of an anticipation that held Release back
+	// users counts the top-level groups with requests queued or, where
+	// the device is shared, in the device (see Users).
+	users int
 }
+
+// busy applies change to x's counts, keeping users.
+func (q *Queue) busy(x *qnode, change func()) {
+	was := x.backlog > 0 || x.inflight > 0
+	change()
+	if x.up != q.root {
+		return
+	}
+	switch is := x.backlog > 0 || x.inflight > 0; {
+	case is && !was:
+		q.users++
+	case was && !is:
+		q.users--
+	}
+}
+
+// Users returns how many top-level groups have requests queued or, where
+// the device is shared, in the device (see Finished): while there is
+// one, no one competes with it for the device.
+func (q *Queue) Users() int { return q.users }
 
 // Anticipation. A group that sends one small request at a time (a writer
 // of 4 KiB blocks, waiting for each) is empty for a moment after each
@@ -242,7 +265,7 @@ func (q *Queue) Push(now int64, r *Request) {
 				x.up.idle = slices.Delete(x.up.idle, i, i+1)
 			}
 		}
-		x.backlog++
+		q.busy(x, func() { x.backlog++ })
 	}
 	q.root.backlog++
 	q.n++
@@ -256,7 +279,7 @@ func (q *Queue) unlink(r *Request) *qnode {
 	r.q = nil
 	n.ownLen--
 	for x := n; x != q.root; x = x.up {
-		x.backlog--
+		q.busy(x, func() { x.backlog-- })
 		if x.backlog == 0 {
 			i := slices.Index(x.up.active, x)
 			x.up.active = slices.Delete(x.up.active, i, i+1)
@@ -522,7 +545,7 @@ func (q *Queue) dispatch(now int64, r *Request) {
 	serve(n, &n.own, n.ownLen > 0, DefaultWeight)
 	for x := n; x != q.root; x = x.up {
 		if q.t.shared {
-			x.inflight++
+			q.busy(x, func() { x.inflight++ })
 		}
 		serve(x.up, &x.tag, x.backlog > 0, x.g.limits.weight())
 		if x.backlog == 0 && (x.up.g.m[r.Dir][dimBytes].rate != 0 || x.up.g.dev.rate != 0) {
@@ -550,7 +573,7 @@ func (q *Queue) Finished(now int64, g *Group, d Dir, k int) {
 	q.t.check(g, d)
 	n := q.node(g)
 	for x := n; x != q.root; x = x.up {
-		x.inflight = max(x.inflight-k, 0)
+		q.busy(x, func() { x.inflight = max(x.inflight-k, 0) })
 		if x.up == q.root && x.inflight == 0 && x.backlog == 0 && q.root.g.dev.rate != 0 {
 			x.emptied, x.emptiedDir = now, d
 			if !slices.Contains(q.root.idle, x) {
