@@ -11,12 +11,16 @@ type Options struct {
 	// Period is how often the capacity is decided. The default is 50ms.
 	Period time.Duration
 	// Threshold and Slack say when a completion was slow: its latency
-	// above Threshold times what it would take on an idle device, plus
-	// Slack. That is the larger of the least latency seen for I/Os of its
-	// kind and size and the device time the model prices it at (an I/O
-	// that always waits behind larger ones is never seen alone). The
-	// device is saturated when slow completions hold most of the period's
-	// device time. The defaults are 1.5 and 200µs.
+	// above Threshold times what it takes on a device with room, plus
+	// Slack. That is the larger of the 10th percentile of the latencies
+	// of I/Os of its kind and size (an estimate that falls fast on lower
+	// latencies and rises slowly on higher ones, so a device that became
+	// slower for good is learned again; learned only in periods that
+	// follow one in which the device had room: no one competed for it,
+	// or the capacity held requests back) and the device time the model
+	// prices it at (an I/O that always waits behind larger ones is never
+	// seen alone). The device is saturated when slow completions hold
+	// most of the period's device time. The defaults are 1.5 and 200µs.
 	Threshold float64
 	Slack     time.Duration
 	// Idle is the share of a period with no I/O in flight above which the
@@ -28,18 +32,14 @@ type Options struct {
 	// Up is the factor the capacity is multiplied by after a Period in
 	// which requests waited on it while the device kept up, at least; by
 	// 1 plus the share of the period the device was idle, if that is
-	// more. Down is the
-	// factor of what the device completed in a saturated Period that the
-	// capacity is set to, if that is less. The defaults are 1.02 and 0.95.
+	// more. Down is the factor of what the device completed in a
+	// saturated Period that the capacity is set to, if that is less. The
+	// defaults are 1.02 and 0.95.
 	Up, Down float64
 	// Calm is how long the device must be neither saturated nor holding
 	// requests back before the capacity is lifted (nobody waits until it
 	// saturates again). The default is 1s.
 	Calm time.Duration
-	// Drift is how fast, per second, the least latencies rise when
-	// nothing lower is seen, so a device that became slower is learned
-	// again. The default is 0.005 (0.5 % a second).
-	Drift float64
 }
 
 // The defaults of Options.
@@ -51,7 +51,6 @@ const (
 	DefaultUp        = 1.02
 	DefaultDown      = 0.95
 	DefaultCalm      = time.Second
-	DefaultDrift     = 0.005
 )
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -74,7 +73,6 @@ func (o *Options) EnsureDefaults() {
 	def(&o.Idle, DefaultIdle)
 	def(&o.Up, DefaultUp)
 	def(&o.Down, DefaultDown)
-	def(&o.Drift, DefaultDrift)
 }
 
 // Validate names the first field that holds a value a Controller cannot
@@ -95,8 +93,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("cost: Down %v: want between 0 and 1", o.Down)
 	case o.Calm < o.Period:
 		return fmt.Errorf("cost: Calm %v: want at least Period (%v)", o.Calm, o.Period)
-	case o.Drift < 0 || o.Drift >= 1:
-		return fmt.Errorf("cost: Drift %v: want at least 0 and below 1", o.Drift)
 	}
 	return nil
 }
@@ -115,6 +111,11 @@ type Controller struct {
 	units, slow             int64 // of all completions, and of the slow ones
 	done                    int64
 	backlog, contended      bool
+	// frozen holds the latency percentiles still for a period: the one
+	// before it found groups competing for the device and none of them
+	// held back by the capacity, so their queue may be in the device and
+	// its latencies are not what the device takes with room.
+	frozen bool
 	busy                    int64 // Model.Busy at the period's start
 	stretch                 int   // periods the current one was extended by
 	// State is what the last period found, for the mount's counters.
@@ -173,8 +174,14 @@ func (c *Controller) Capacity() int64 { return c.rate }
 func (c *Controller) Observe(now int64, d Dir, random bool, n, units, latency, target int64) {
 	c.start(now)
 	f := &c.floor[d&1][b2i(random)][bucket(n)]
-	if *f == 0 || latency < *f {
+	switch {
+	case *f == 0:
 		*f = latency
+	case c.frozen:
+	case latency < *f:
+		*f -= max(int64(float64(*f)*quantStep*(1-quantile)), 1)
+	default:
+		*f += max(int64(float64(*f)*quantStep*quantile), 1)
 	}
 	c.total++
 	c.units += units
@@ -274,17 +281,7 @@ func (c *Controller) Tick(now, busy int64) bool {
 	if c.rate != 0 {
 		c.rate = max(c.rate, minRate)
 	}
-	// The least latencies drift up, elapsed's worth.
-	up := 1 + c.o.Drift*float64(elapsed)/1e9
-	for i := range c.floor {
-		for j := range c.floor[i] {
-			for k, f := range c.floor[i][j] {
-				if f > 0 {
-					c.floor[i][j][k] = max(int64(float64(f)*up), f+1)
-				}
-			}
-		}
-	}
+	c.frozen = c.contended && !c.backlog
 	c.State = State{Saturated: saturated, Backlogged: backlog, Done: done, Idle: idle, Capacity: c.rate,
 		Periods: c.State.Periods + 1, Saturations: c.State.Saturations + int64(b2i(saturated))}
 	quiet := c.total == 0 && !c.backlog
@@ -295,6 +292,15 @@ func (c *Controller) Tick(now, busy int64) bool {
 	}
 	return c.rate != old
 }
+
+// The latency a completion is compared with is an estimate of the
+// quantile of its kind's latencies, moved by quantStep of itself per
+// completion: down by (1-quantile) of that on a lower one, up by quantile
+// of it on a higher one (stochastic approximation).
+const (
+	quantile  = 0.1
+	quantStep = 0.002
+)
 
 // A period decides on saturation with at least minSamples completions
 // (minTargeted of groups with a target), else it is extended; the capacity

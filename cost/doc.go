@@ -34,13 +34,14 @@
 // the device is saturated, what it just completed, less a little, so that
 // requests wait in sluice, where they are ordered by share, rather than in
 // the device. Saturated means most of the period's device time went to
-// completions slower than Threshold times what they take on an idle
-// device (the least latency seen for their kind and size, or their cost
-// if larger) plus Slack, while the device was never idle for more than
+// completions slower than Threshold times what they take on a device
+// with room (the 10th percentile of their kind and size, or their cost if
+// larger) plus Slack, while the device was never idle for more than
 // Idle of the period; or a group's latency target missed by more than one
 // completion in ten. From then on the capacity goes down by Down after a
 // saturated period, up by Up after one in which requests waited on it
 // while the device kept up, as a delay-based congestion controller does,
-// and off again after Calm of neither. The least latencies drift up
-// slowly, so a device that became slower for good is learned again.
+// and off again after Calm of neither. The percentiles rise slowly on
+// higher latencies, so a device that became slower for good is learned
+// again.
 package cost
