@@ -34,7 +34,7 @@ type Options struct {
 	// 1 plus the share of the period the device was idle, if that is
 	// more. Down is the factor of what the device completed in a
 	// saturated Period that the capacity is set to, if that is less. The
-	// defaults are 1.02 and 0.95.
+	// defaults are 1.02 and 0.97.
 	Up, Down float64
 	// Calm is how long the device must be neither saturated nor holding
 	// requests back before the capacity is lifted (nobody waits until it
@@ -49,7 +49,7 @@ const (
 	DefaultSlack     = 200 * time.Microsecond
 	DefaultIdle      = 0.01
 	DefaultUp        = 1.02
-	DefaultDown      = 0.95
+	DefaultDown      = 0.97
 	DefaultCalm      = time.Second
 )
 
