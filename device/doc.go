@@ -9,9 +9,10 @@
 //   - Faulty wraps a File to add latency and errors (tests of the real
 //     engine, on virtual time under testing/synctest).
 //   - Model is a pure timing model of a disk for the simulator: given the
-//     time an I/O is started, it returns when it completes, from the disk's
-//     bandwidth, per-I/O latency distribution, queue depth, slowdowns and
-//     injected errors. It never sleeps or reads the clock; its randomness
+//     time an I/O is started and where, it returns when it completes, from
+//     the disk's bandwidth (for reads, and for writes), per-I/O latency
+//     distribution, positioning time of a random I/O, queue depth,
+//     slowdowns and injected errors. It never sleeps or reads the clock; its randomness
 //     comes from the seed it is given.
 package device
 

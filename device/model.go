@@ -119,20 +119,30 @@ var ErrInjected = errors.New("device: injected I/O error")
 // Model is a disk on virtual time. Each I/O holds one of QueueDepth slots
 // from its start until it completes; its service is a latency drawn from
 // Latency, and its bytes cross one channel of Bandwidth bytes per second
-// shared by every I/O in service. Flushes wait for every I/O started before
-// them. Model is not safe for concurrent use.
+// (WriteBandwidth for writes, when set) shared by every I/O in service.
+// A random I/O, one whose offset is not where the previous read or write
+// ended, first pays a positioning time drawn from Seek, on the same
+// channel: a disk has one head, so random I/Os cost device time in series,
+// however many are in flight, and sequential ones pay only their bytes.
+// Flushes wait for every I/O started before them. Model is not safe for
+// concurrent use.
 type Model struct {
-	Name       string
-	Bandwidth  int64 // bytes per second; 0 is unlimited
-	Latency    Dist
-	QueueDepth int // 0 is 1
-	Slow       []Slowdown
-	Faults     []Fault
+	Name           string
+	Bandwidth      int64 // bytes per second; 0 is unlimited
+	WriteBandwidth int64 // bytes per second of writes; 0 is Bandwidth
+	Latency        Dist
+	Seek           Dist // positioning time of a random I/O; zero: none
+	QueueDepth     int  // 0 is 1
+	Slow           []Slowdown
+	Faults         []Fault
 
 	rng     *rand.Rand
-	slots   []int64 // when each slot frees
-	channel int64   // when the channel frees
-	last    int64   // latest completion so far
+	seekRNG *rand.Rand // Seek's own stream: Latency's draws are the same with or without it
+	slots   []int64    // when each slot frees
+	channel int64      // when the channel frees
+	last    int64      // latest completion so far
+	head    int64      // where the previous read or write ended
+	moved   bool       // whether one was started: the first is random
 
 	Stats ModelStats
 }
@@ -142,6 +152,7 @@ type ModelStats struct {
 	Reads, Writes, Flushes int64
 	RBytes, WBytes         int64
 	Errors                 int64
+	Seeks                  int64 // random I/Os, which paid a positioning time
 	BusyNs                 int64 // time with at least one I/O in service
 }
 
@@ -149,11 +160,13 @@ type ModelStats struct {
 // latencies.
 func (m *Model) Seed(seed uint64) {
 	m.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	m.seekRNG = rand.New(rand.NewPCG(seed, seed^0x5eec))
 }
 
-// Start starts an I/O of n bytes at now and returns when it completes, and
-// the error it completes with.
-func (m *Model) Start(now int64, op Op, n int64) (int64, error) {
+// Start starts an I/O of n bytes at offset off (on the device: the
+// caller places each file somewhere) at now and returns when it
+// completes, and the error it completes with. A flush has no offset.
+func (m *Model) Start(now int64, op Op, off, n int64) (int64, error) {
 	if m.rng == nil {
 		m.Seed(0)
 	}
@@ -177,11 +190,27 @@ func (m *Model) Start(now int64, op Op, n int64) (int64, error) {
 	done := begin + lat
 	if op == Flush {
 		done = max(done, m.last)
-	} else if m.Bandwidth > 0 && n > 0 {
-		xfer := int64(float64(n) * 1e9 / float64(m.Bandwidth) * factor)
-		start := max(begin, m.channel)
-		m.channel = start + xfer
-		done = max(done, m.channel)
+	} else if n > 0 {
+		var busy int64 // time on the channel: positioning, then the bytes
+		if m.moved && off == m.head {
+			// Sequential: the head is where this I/O starts.
+		} else if seek := m.Seek.Sample(m.seekRNG); seek > 0 {
+			busy = int64(float64(seek) * factor)
+			m.Stats.Seeks++
+		}
+		m.head, m.moved = off+n, true
+		bw := m.Bandwidth
+		if op == Write && m.WriteBandwidth > 0 {
+			bw = m.WriteBandwidth
+		}
+		if bw > 0 {
+			busy += int64(float64(n) * 1e9 / float64(bw) * factor)
+		}
+		if bw > 0 || busy > 0 {
+			start := max(begin, m.channel)
+			m.channel = start + busy
+			done = max(done, m.channel)
+		}
 	}
 	if done > m.last {
 		m.Stats.BusyNs += done - max(begin, m.last)

@@ -62,7 +62,8 @@ func newRunner(sc *Scenario) (*runner, error) {
 func (r *runner) addDevices() {
 	sc := r.sc
 	for i, d := range sc.Devices {
-		m := &device.Model{Name: d.Name, Bandwidth: int64(d.Bandwidth), Latency: d.Latency.Dist, QueueDepth: d.QueueDepth}
+		m := &device.Model{Name: d.Name, Bandwidth: int64(d.Bandwidth), WriteBandwidth: int64(d.WriteBandwidth),
+			Latency: d.Latency.Dist, Seek: d.Seek.Dist, QueueDepth: d.QueueDepth}
 		if m.Latency.Kind == "" {
 			m.Latency = device.Dist{Kind: "const"}
 		}
@@ -101,7 +102,7 @@ func (r *runner) addJobs() {
 		for k := range max(j.NumJobs, 1) {
 			f := shared
 			if f == nil {
-				f = &file{ino: uint64(len(r.files) + 1), dev: dev, devi: devi, name: fmt.Sprintf("%s.%d", j.Name, k),
+				f = &file{ino: uint64(len(r.files) + 1), base: int64(len(r.files)) * fileSpan, dev: dev, devi: devi, name: fmt.Sprintf("%s.%d", j.Name, k),
 					mirrored: r.mirrors.active() && j.Device == ""}
 				if j.RW == "read" || j.RW == "randread" {
 					f.size = int64(j.Size)

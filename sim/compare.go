@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Set changes one [mount] key of the scenario, as --compare does:
@@ -117,9 +118,35 @@ func RunCompare(sc *Scenario, key string, values []string) ([]*Result, error) {
 	return out, nil
 }
 
+// Outcome is an [[expect]] entry asserted on the runs: what was measured
+// and wanted, and whether it held.
+type Outcome struct {
+	Expect
+	Line string
+	Held bool
+}
+
 // Check asserts the scenario's [[expect]] entries on the runs and returns
-// one line per failure.
+// one line per failure, a pending entry's (Expect.Pending) marked so.
 func Check(sc *Scenario, runs []*Result) []string {
+	var bad []string
+	for _, o := range Outcomes(sc, runs) {
+		if !o.Held {
+			bad = append(bad, o.String())
+		}
+	}
+	return bad
+}
+
+func (o Outcome) String() string {
+	if o.Pending != "" {
+		return "pending, " + o.Pending + ": " + o.Line
+	}
+	return o.Line
+}
+
+// Outcomes asserts each of the scenario's [[expect]] entries on the runs.
+func Outcomes(sc *Scenario, runs []*Result) []Outcome {
 	find := func(cfg string) *Result {
 		for _, r := range runs {
 			if r.Config == cfg {
@@ -128,34 +155,89 @@ func Check(sc *Scenario, runs []*Result) []string {
 		}
 		return nil
 	}
-	var bad []string
+	var out []Outcome
 	for _, e := range sc.Expect {
-		a := find(e.A)
-		if a == nil {
-			bad = append(bad, fmt.Sprintf("expect: no run %q", e.A))
-			continue
+		o := Outcome{Expect: e}
+		o.Line, o.Held = check(e, find)
+		out = append(out, o)
+	}
+	return out
+}
+
+// check asserts e on the runs find gives by configuration.
+func check(e Expect, find func(string) *Result) (string, bool) {
+	a := find(e.A)
+	if a == nil {
+		return fmt.Sprintf("expect: no run %q", e.A), false
+	}
+	va, what, err := e.value(a)
+	if err != nil {
+		return "expect: " + err.Error(), false
+	}
+	desc := fmt.Sprintf("%s%s = %s", what, under(e.A), strconv.FormatFloat(va, 'g', 5, 64))
+	held := true
+	if e.B != "" {
+		b := find(e.B)
+		if b == nil {
+			return fmt.Sprintf("expect: no run %q", e.B), false
 		}
-		va, err := a.Figure(e.Job, e.Metric)
-		if err != nil {
-			bad = append(bad, "expect: "+err.Error())
-			continue
-		}
-		desc := fmt.Sprintf("%s %s under %s = %s", e.Job, e.Metric, e.A, strconv.FormatFloat(va, 'g', 5, 64))
-		if e.B != "" {
-			b := find(e.B)
-			if b == nil {
-				bad = append(bad, fmt.Sprintf("expect: no run %q", e.B))
-				continue
-			}
-			vb, _ := b.Figure(e.Job, e.Metric)
-			r := va / vb
-			if e.Ratio < 1 && r > e.Ratio || e.Ratio >= 1 && r < e.Ratio {
-				bad = append(bad, fmt.Sprintf("%s, %s under %s = %.5g: ratio %.3f, want %s %.3f", desc, e.Metric, e.B, vb, r, map[bool]string{true: "<=", false: ">="}[e.Ratio < 1], e.Ratio))
-			}
-		}
-		if e.Min != 0 && va < e.Min || e.Max != 0 && va > e.Max {
-			bad = append(bad, fmt.Sprintf("%s: want within [%g, %g]", desc, e.Min, e.Max))
+		vb, _, _ := e.value(b)
+		r := va / vb
+		desc = fmt.Sprintf("%s,%s = %.5g: ratio %.3f, want %s %.3f", desc, under(e.B), vb, r, map[bool]string{true: "<=", false: ">="}[e.Ratio < 1], e.Ratio)
+		if e.Ratio < 1 && r > e.Ratio || e.Ratio >= 1 && r < e.Ratio {
+			held = false
 		}
 	}
-	return bad
+	switch {
+	case e.Min != 0 && e.Max != 0:
+		desc = fmt.Sprintf("%s: want within [%g, %g]", desc, e.Min, e.Max)
+	case e.Min != 0:
+		desc = fmt.Sprintf("%s: want at least %g", desc, e.Min)
+	case e.Max != 0:
+		desc = fmt.Sprintf("%s: want at most %g", desc, e.Max)
+	}
+	if e.Min != 0 && va < e.Min || e.Max != 0 && va > e.Max {
+		held = false
+	}
+	return desc, held
+}
+
+// value is e's figure in res, and what it is: the job's metric, in e's
+// window, over its figure alone, over the same of job e.Vs.
+func (e Expect) value(res *Result) (float64, string, error) {
+	from, until := int64(e.From), int64(e.Until)
+	one := func(job string, alone float64) (float64, string, error) {
+		v, err := res.FigureIn(job, e.Metric, from, until)
+		what := strings.TrimSpace(job + " " + e.Metric)
+		if alone > 0 {
+			v /= alone
+			what = fmt.Sprintf("%s/%g alone", what, alone)
+		}
+		return v, what, err
+	}
+	v, what, err := one(e.Job, e.Alone)
+	if err != nil || e.Vs == "" {
+		return v, inWindow(what, from, until), err
+	}
+	w, wwhat, err := one(e.Vs, e.VsAlone)
+	return v / w, inWindow("("+what+") / ("+wwhat+")", from, until), err
+}
+
+// under names a run by its configuration, if it has one.
+func under(config string) string {
+	if config == "" {
+		return ""
+	}
+	return " under " + config
+}
+
+// inWindow names the window from..until of a figure, if there is one.
+func inWindow(what string, from, until int64) string {
+	switch {
+	case until > 0:
+		return fmt.Sprintf("%s in %v..%v", what, time.Duration(from), time.Duration(until))
+	case from > 0:
+		return fmt.Sprintf("%s from %v", what, time.Duration(from))
+	}
+	return what
 }

@@ -33,10 +33,10 @@ func (r *runner) start(io *stack.IO) {
 		return
 	}
 	if f.mirrored {
-		r.startMirror(io, r.reader(f).pid, op, n)
+		r.startMirror(io, r.reader(f).pid, op, f.base+io.Off, n)
 		return
 	}
-	doneAt, err := f.dev.Start(r.now, op, n)
+	doneAt, err := f.dev.Start(r.now, op, f.base+io.Off, n)
 	r.push(event{at: doneAt, kind: evDevice, io: io, n: n, err: err, dev: f.devi})
 }
 

@@ -128,6 +128,7 @@ func (r *runner) cached(c *call) bool {
 	}
 	for i := range got {
 		r.count(j.series, replyAt(i), bs)
+		j.tally(replyAt(i), 1, bs)
 	}
 	j.last = replyAt(got - 1)
 	r.busy = max(r.busy, j.last)
@@ -184,6 +185,7 @@ func (r *runner) reply(c *call) {
 	}
 	j.bytes += c.got
 	r.count(j.series, r.now, c.got)
+	j.tally(r.now, 0, c.got)
 	c.done += c.got
 	if c.got > 0 && c.done < c.n && c.req.Err == nil {
 		r.send(c)

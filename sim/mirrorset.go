@@ -50,6 +50,7 @@ type mirrorTag struct {
 type flight struct {
 	f    mirror.Flight
 	io   *stack.IO
+	off  int64 // where it reads, on every mirror
 	n    int64 // the bytes a read of it returns
 	wake int64 // the evHedge scheduled last; 0: none
 }
@@ -88,22 +89,22 @@ func newMirrorSet(sc *Scenario) (mirrorSet, error) {
 // active reports whether the mount has a mirror set.
 func (s *mirrorSet) active() bool { return len(s.devs) > 0 }
 
-// startMirror sends the device I/O io of a mirrored file, op of n bytes,
-// to the mirror set: a read, on behalf of pid, as the set's core says; a
+// startMirror sends the device I/O io of a mirrored file, op of n bytes
+// at off on the devices, to the mirror set: a read, on behalf of pid, as the set's core says; a
 // write or flush to every healthy mirror.
-func (r *runner) startMirror(io *stack.IO, pid int, op device.Op, n int64) {
+func (r *runner) startMirror(io *stack.IO, pid int, op device.Op, off, n int64) {
 	s := &r.mirrors
 	if op != device.Read {
 		on := append([]int(nil), s.set.Live()...)
 		s.fanout[io] = &fan{on: on, errs: make([]error, len(on)), left: len(on)}
 		for k, m := range on {
 			di := s.devs[m]
-			doneAt, err := r.devList[di].Start(r.now, op, n)
+			doneAt, err := r.devList[di].Start(r.now, op, off, n)
 			r.push(event{at: doneAt, kind: evMirror, io: io, n: n, err: err, dev: di, mir: mirrorTag{sn: mirror.Send{Mirror: -1}, k: k}})
 		}
 		return
 	}
-	fl := &flight{io: io, n: n}
+	fl := &flight{io: io, off: off, n: n}
 	var st mirror.Step
 	fl.f, st = s.set.Begin(r.now, mirror.Read{PID: pid, File: io.Ino, Off: io.Off, Len: io.Len}, 0)
 	r.mirrorStep(fl, st)
@@ -116,14 +117,14 @@ func (r *runner) mirrorStep(fl *flight, st mirror.Step) {
 	s := &r.mirrors
 	if st.Sending {
 		di := s.devs[st.Send.Mirror]
-		doneAt, err := r.devList[di].Start(r.now, device.Read, fl.n)
+		doneAt, err := r.devList[di].Start(r.now, device.Read, fl.off, fl.n)
 		r.push(event{at: doneAt, kind: evMirror, io: fl.io, n: fl.n, err: err, dev: di, mir: mirrorTag{sn: st.Send, fl: fl}})
 	}
 	if st.Probing {
 		// The mount reads a mirror the policy asks to probe in the
 		// background; so does the model.
 		di := s.devs[st.Probe.Mirror]
-		doneAt, err := r.devList[di].Start(r.now, device.Read, fl.n)
+		doneAt, err := r.devList[di].Start(r.now, device.Read, fl.off, fl.n)
 		r.push(event{at: doneAt, kind: evProbe, n: fl.n, err: err, dev: di, mir: mirrorTag{sn: st.Probe}})
 	}
 	if st.Wake > 0 && st.Wake != fl.wake {

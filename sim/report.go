@@ -37,6 +37,9 @@ type JobResult struct {
 	// Worst is, per bucket of the run's time series, the longest
 	// completion latency of the requests that completed in it (ns).
 	Worst []int64
+	// IOsAt and BytesAt are, per bucket, the requests completed and the
+	// bytes answered in it.
+	IOsAt, BytesAt []int64
 }
 
 // Latency summarises completion latencies in nanoseconds.
@@ -100,10 +103,15 @@ func (r *runner) result() *Result {
 		res.Devices = append(res.Devices, DeviceResult{Name: d.Name, ModelStats: d.Stats})
 	}
 	n := int(end/bucket) + 1
+	pad := func(s []int64) []int64 {
+		out := make([]int64, n)
+		copy(out, s)
+		return out
+	}
 	for i, j := range r.jobs {
-		w := make([]int64, n)
-		copy(w, j.worst)
-		res.Jobs[i].Worst = w
+		res.Jobs[i].Worst = pad(j.worst)
+		res.Jobs[i].IOsAt = pad(j.iosAt)
+		res.Jobs[i].BytesAt = pad(j.bytesAt)
 	}
 	for i, name := range r.names {
 		s := append([]int64(nil), r.series[i]...)
@@ -164,13 +172,26 @@ func (res *Result) Write(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprint(w, res.Stack.String())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "device\treads\twrites\tflushes\trbytes\twbytes\terrors\tiops\tutil\t")
+	// Seeks are shown where a device paid any (a seek time is set).
+	seeks := false
+	for _, d := range res.Devices {
+		seeks = seeks || d.Seeks > 0
+	}
+	fmt.Fprint(tw, "device\treads\twrites\tflushes\trbytes\twbytes\terrors\t")
+	if seeks {
+		fmt.Fprint(tw, "seeks\t")
+	}
+	fmt.Fprintln(tw, "iops\tutil\t")
 	for _, d := range res.Devices {
 		util := 0.0
 		if res.End > 0 {
 			util = float64(d.BusyNs) / float64(res.End)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f%%\t\n", d.Name, d.Reads, d.Writes, d.Flushes, d.RBytes, d.WBytes, d.Errors, d.IOPS(res.End), util*100)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t", d.Name, d.Reads, d.Writes, d.Flushes, d.RBytes, d.WBytes, d.Errors)
+		if seeks {
+			fmt.Fprintf(tw, "%d\t", d.Seeks)
+		}
+		fmt.Fprintf(tw, "%.1f\t%.1f%%\t\n", d.IOPS(res.End), util*100)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "virtual time %.3fs\n", float64(res.End)/1e9)
@@ -237,6 +258,45 @@ func (res *Result) Figure(job, metric string) (float64, error) {
 			return float64(j.Clat.P99) / 1e6, nil
 		}
 		return 0, fmt.Errorf("unknown metric %q; want bw, iops, clat-max, clat-avg, clat-p99 or dev-iops", metric)
+	}
+	return 0, fmt.Errorf("no job %q", job)
+}
+
+// FigureIn is Figure over the window from..until of the run (until 0:
+// the job's last completion), on its 100 ms buckets: bw and iops of the
+// requests completed within it, over its length. With no window it is
+// Figure.
+func (res *Result) FigureIn(job, metric string, from, until int64) (float64, error) {
+	if from == 0 && until == 0 {
+		return res.Figure(job, metric)
+	}
+	for _, j := range res.Jobs {
+		if j.Name != job {
+			continue
+		}
+		var per []int64
+		div := 1.0
+		switch metric {
+		case "bw":
+			per, div = j.BytesAt, 1024
+		case "iops":
+			per = j.IOsAt
+		default:
+			return 0, fmt.Errorf("a window is for bw and iops, not %q", metric)
+		}
+		end := j.StartNs + j.RuntimeNs
+		if until > 0 && until < end {
+			end = until
+		}
+		start := max(from, j.StartNs)
+		if end <= start {
+			return 0, nil
+		}
+		var n int64
+		for b := from / bucket; b < int64(len(per)) && b*bucket < end; b++ {
+			n += per[b]
+		}
+		return float64(n) / div / (float64(end-start) / 1e9), nil
 	}
 	return 0, fmt.Errorf("no job %q", job)
 }

@@ -17,6 +17,10 @@ import (
 type file struct {
 	ino  uint64
 	size int64
+	// base is where the file starts on its device (fileSpan apart): a
+	// device I/O's offset there is base plus the file's offset, so that
+	// the model sees which I/Os follow one another.
+	base int64
 	dev  *device.Model
 	devi int // index of dev, and of its series
 	name string
@@ -28,6 +32,9 @@ type file struct {
 	wb       *stack.Handle // the kernel flusher's handle (write-throttle=writeback)
 	kc       *kfile        // the kernel's page cache of it
 }
+
+// fileSpan is the room each file has on a device.
+const fileSpan = 1 << 44
 
 // thread is one copy of a job (fio's numjobs).
 type thread struct {
@@ -60,9 +67,11 @@ type jobRun struct {
 	shorts  int64
 	clat    hist
 	worst   []int64 // per bucket, the longest completion latency (ns)
-	first   int64
-	last    int64
-	end     int64 // runtime end, absolute
+	// Per bucket, the requests completed and the bytes answered.
+	iosAt, bytesAt []int64
+	first          int64
+	last           int64
+	end            int64 // runtime end, absolute
 }
 
 // op is what a call asks of sluice.
@@ -173,6 +182,7 @@ func (r *runner) finished(c *call) {
 	j := t.job
 	r.busy = r.now
 	j.ios++
+	j.tally(r.now, 1, 0)
 	j.clat.add(r.now - c.start)
 	b := int(r.now / bucket)
 	for len(j.worst) <= b {
@@ -192,6 +202,18 @@ func (r *runner) finished(c *call) {
 		}
 	}
 	r.next(t)
+}
+
+// tally counts ios requests completed and bytes answered at time at, in
+// the job's per-bucket counts.
+func (j *jobRun) tally(at, ios, bytes int64) {
+	b := int(at / bucket)
+	for len(j.iosAt) <= b {
+		j.iosAt = append(j.iosAt, 0)
+		j.bytesAt = append(j.bytesAt, 0)
+	}
+	j.iosAt[b] += ios
+	j.bytesAt[b] += bytes
 }
 
 func (r *runner) release(c *call) {
