@@ -56,6 +56,13 @@ var (
 	cacheLimit = prometheus.NewDesc("sluice_cache_limit_bytes", "The read cache's bound (--cache).", nil, nil)
 	queued     = prometheus.NewDesc("sluice_queued_ios", "Device I/Os waiting in the throttle queue.", nil, nil)
 
+	dShared    = prometheus.NewDesc("sluice_device_shared", "1 while groups share the device by weight or floor (one has either, with no cap above it).", nil, nil)
+	dCapacity  = prometheus.NewDesc("sluice_device_capacity", "Device time the shared device is given a second, as the cost model prices I/Os; 0 while it has room (nobody waits).", nil, nil)
+	dDone      = prometheus.NewDesc("sluice_device_done", "Device time the shared device completed a second in the last period, as the cost model prices I/Os.", nil, nil)
+	dSaturated = prometheus.NewDesc("sluice_device_saturated", "1 when the last period found the shared device saturated.", nil, nil)
+	dPeriods   = prometheus.NewDesc("sluice_device_periods_total", "Periods the capacity of the shared device was decided for (all), and those it was saturated in.", []string{"outcome"}, nil)
+	dCost      = prometheus.NewDesc("sluice_device_cost_seconds", "The cost model's device time of an I/O.", []string{"io"}, nil)
+
 	mReads    = prometheus.NewDesc("sluice_mirror_reads_total", "Reads sent to the mirror.", m, nil)
 	mBytes    = prometheus.NewDesc("sluice_mirror_read_bytes_total", "Bytes the mirror's reads returned.", m, nil)
 	mErrors   = prometheus.NewDesc("sluice_mirror_errors_total", "Reads and writes that failed on the mirror.", m, nil)
@@ -70,7 +77,7 @@ type collector struct{ src Source }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{appBytes, appCalls, devBytes, devIOs, wait, limit, limitIOPS, floor, floorIOPS, weight, floorBytes, readahead, callerless,
-		early, dirty, cacheBytes, cacheLimit, queued, mReads, mBytes, mErrors, mHedged, mTime, mInflight, mLatency, mState} {
+		early, dirty, cacheBytes, cacheLimit, queued, dShared, dCapacity, dDone, dSaturated, dPeriods, dCost, mReads, mBytes, mErrors, mHedged, mTime, mInflight, mLatency, mState} {
 		ch <- d
 	}
 }
@@ -86,6 +93,19 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(cacheBytes, float64(snap.CacheBytes))
 	gauge(cacheLimit, float64(snap.CacheLimit))
 	gauge(queued, float64(snap.Queued))
+	if d := snap.Device; d.Shared {
+		gauge(dShared, 1)
+		gauge(dCapacity, d.Capacity)
+		gauge(dDone, d.Done)
+		gauge(dSaturated, map[bool]float64{true: 1}[d.Saturated])
+		count(dPeriods, d.Periods, "all")
+		count(dPeriods, d.Saturations, "saturated")
+		gauge(dCost, float64(d.ReadNs)/1e9, "4KiB random read")
+		gauge(dCost, float64(d.WriteNs)/1e9, "4KiB random write")
+		gauge(dCost, float64(d.SeqReadNs)/1e9, "1MiB sequential read")
+	} else {
+		gauge(dShared, 0)
+	}
 	for i := range snap.Groups {
 		gm := &snap.Groups[i]
 		name := gm.Group

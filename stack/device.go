@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"fmt"
+
 	"sluice/cost"
 	"sluice/throttle"
 )
@@ -167,4 +169,20 @@ func (s *Stack) deviceMetrics() DeviceMetrics {
 		SeqReadNs: m.Cost(cost.Read, false, 1<<20),
 		Periods:   st.Periods, Saturations: st.Saturations,
 	}
+}
+
+// State says in a few words what the last period found and what the
+// device is given: "saturated now, given 0.97 s of device time a second".
+func (d DeviceMetrics) State() string {
+	given := "it has room, nobody waits"
+	if d.Capacity > 0 {
+		given = fmt.Sprintf("given %.2f s of device time a second", d.Capacity)
+	}
+	switch {
+	case d.Saturated:
+		return "saturated now, " + given
+	case d.Backlogged:
+		return "holding requests back, " + given
+	}
+	return given
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"sluice/cost"
 	"sluice/group"
 	"sluice/throttle"
 )
@@ -180,6 +181,13 @@ func (m Metrics) Format(exact bool) string {
 	size, count := Units(exact)
 	secs := func(ns int64) string { return fmt.Sprintf("%.3f s", float64(ns)/1e9) }
 	var b strings.Builder
+	// Where the device is shared, the top-level groups' weights divide it.
+	var weights int64
+	for i := range m.Groups {
+		if m.Device.Shared && !strings.Contains(m.Groups[i].Group, "/") {
+			weights += m.Groups[i].Limit.WeightOrDefault()
+		}
+	}
 	for i := range m.Groups {
 		g := &m.Groups[i]
 		c := &g.Counters
@@ -188,6 +196,10 @@ func (m Metrics) Format(exact bool) string {
 		fmt.Fprintf(w, "  applications\tread %s in %s calls\twrote %s in %s calls\n", size(c.AppRBytes), count(c.AppReads), size(c.AppWBytes), count(c.AppWrites))
 		fmt.Fprintf(w, "  device\tread %s in %s I/Os\twrote %s in %s I/Os\n", size(c.RBytes), count(c.RIOs), size(c.WBytes), count(c.WIOs))
 		fmt.Fprintf(w, "  throttled\treads waited %s\twriters waited %s\n", secs(c.ThrottledNs), secs(c.WThrottledNs))
+		if weights > 0 && !strings.Contains(g.Group, "/") {
+			wt := g.Limit.WeightOrDefault()
+			fmt.Fprintf(w, "  share\t%d of %d by weight of the device, %.0f %% while all want it\n", wt, weights, 100*float64(wt)/float64(weights))
+		}
 		if c.FloorBytes > 0 {
 			fmt.Fprintf(w, "  floor\t%s served first for a floor\n", size(c.FloorBytes))
 		}
@@ -196,6 +208,12 @@ func (m Metrics) Format(exact bool) string {
 		w.Flush()
 	}
 	fmt.Fprintf(&b, "cache %s of %s, %s I/Os queued\n", size(m.CacheBytes), size(m.CacheLimit), count(int64(m.Queued)))
+	if d := m.Device; d.Shared {
+		fmt.Fprintf(&b, "device shared by weight: %s\n", d.State())
+		fmt.Fprintf(&b, "  saturated in %s of %s periods of %s\n", count(d.Saturations), count(d.Periods), cost.DefaultPeriod)
+		ms := func(ns int64) string { return fmt.Sprintf("%.2f ms", float64(ns)/1e6) }
+		fmt.Fprintf(&b, "  costs  4 KiB random read %s, write %s; 1 MiB sequential read %s\n", ms(d.ReadNs), ms(d.WriteNs), ms(d.SeqReadNs))
+	}
 	return b.String()
 }
 

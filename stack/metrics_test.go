@@ -3,6 +3,7 @@ package stack
 import (
 	"encoding/json"
 	"reflect"
+	"sluice/throttle"
 	"strings"
 	"testing"
 )
@@ -97,5 +98,41 @@ func TestHumanUnits(t *testing.T) {
 		if got := HumanCount(c.n); got != c.count {
 			t.Errorf("HumanCount(%d) = %q, want %q", c.n, got, c.count)
 		}
+	}
+}
+
+// TestMetricsStringShared: where groups share the device, stat says each
+// top-level group's share by weight, what the device is given and found,
+// and the model's costs, in under 100 columns.
+func TestMetricsStringShared(t *testing.T) {
+	m := Metrics{Groups: []GroupMetrics{
+		{Group: "a", Limits: "rbps=max wbps=max riops=max wiops=max weight=200", Limit: throttle.Limits{Weight: 200}},
+		{Group: "b", Limits: "rbps=max wbps=max riops=max wiops=max"},
+		{Group: "b/x", Limits: "rbps=max wbps=max riops=max wiops=max weight=50", Limit: throttle.Limits{Weight: 50}},
+	}, CacheLimit: 256 << 20, Device: DeviceMetrics{Shared: true, Capacity: 0.97, Backlogged: true,
+		Periods: 200, Saturations: 12, ReadNs: 2_500_000, WriteNs: 1_000_000, SeqReadNs: 26_000_000}}
+	out := m.String()
+	for _, want := range []string{
+		"  share         200 of 300 by weight of the device, 67 % while all want it\n",
+		"  share         100 of 300 by weight of the device, 33 % while all want it\n",
+		"device shared by weight: holding requests back, given 0.97 s of device time a second\n",
+		"  saturated in 12 of 200 periods of 50ms\n",
+		"  costs  4 KiB random read 2.50 ms, write 1.00 ms; 1 MiB sequential read 26.00 ms\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stat lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "share ") != 2 {
+		t.Errorf("a share line for b/x, which shares b's part:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if len(l) >= 100 {
+			t.Errorf("a line of %d columns: %q", len(l), l)
+		}
+	}
+	m.Device = DeviceMetrics{}
+	if out := m.String(); strings.Contains(out, "share") || strings.Contains(out, "device shared") {
+		t.Errorf("stat speaks of shares of a device that is not shared:\n%s", out)
 	}
 }

@@ -66,8 +66,8 @@ const (
 	MaxWeight     = 10000
 )
 
-// weight returns l's weight, DefaultWeight when none is set.
-func (l Limits) weight() int64 {
+// WeightOrDefault returns l's weight, DefaultWeight when none is set.
+func (l Limits) WeightOrDefault() int64 {
 	if l.Weight == 0 {
 		return DefaultWeight
 	}

@@ -547,7 +547,7 @@ func (q *Queue) dispatch(now int64, r *Request) {
 		if q.t.shared {
 			q.busy(x, func() { x.inflight++ })
 		}
-		serve(x.up, &x.tag, x.backlog > 0, x.g.limits.weight())
+		serve(x.up, &x.tag, x.backlog > 0, x.g.limits.WeightOrDefault())
 		if x.backlog == 0 && (x.up.g.m[r.Dir][dimBytes].rate != 0 || x.up.g.dev.rate != 0) {
 			x.emptied, x.emptiedDir = now, r.Dir
 			if !slices.Contains(x.up.idle, x) {

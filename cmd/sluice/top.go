@@ -201,6 +201,7 @@ const topWidth = 80
 // the throttle on average over the interval (time waited over the
 // interval's length), the readahead hit ratio and its dirty bytes;
 // per mirror its state, read rate, reads in flight, latency and errors.
+// Where the groups share the device, a line says what it is given.
 func topLines(mnt string, prev, cur control.Status) []string {
 	dt := cur.Time.Sub(prev.Time).Seconds()
 	if dt <= 0 {
@@ -212,6 +213,9 @@ func topLines(mnt string, prev, cur control.Status) []string {
 	}
 	perSec := func(now, then int64) float64 { return float64(now-then) / dt }
 	lines := []string{fit(fmt.Sprintf("sluice top %s  %s  (q quits)", mnt, cur.Time.Format("15:04:05"))), ""}
+	if d := cur.Device; d.Shared {
+		lines = append(lines, fit("device shared by weight: "+d.State()), "")
+	}
 	for _, g := range cur.Groups {
 		p := before[g.Group]
 		var rl, wl int64

@@ -176,6 +176,13 @@ func TestTopLines(t *testing.T) {
 			t.Errorf("a line of %d columns: %q", n, l)
 		}
 	}
+	if strings.Contains(view, "device shared") {
+		t.Errorf("a device line where the device is not shared:\n%s", view)
+	}
+	cur.Device = stack.DeviceMetrics{Shared: true, Saturated: true, Capacity: 0.97}
+	if got, want := topLines("/mnt", prev, cur)[2], "device shared by weight: saturated now, given 0.97 s of device time a second"; got != want {
+		t.Errorf("the line under the header where the device is shared: %q, want %q", got, want)
+	}
 }
 
 // lineAfter returns the first of lines starting with prefix when after is
