@@ -115,9 +115,9 @@ type Controller struct {
 	// before it found groups competing for the device and none of them
 	// held back by the capacity, so their queue may be in the device and
 	// its latencies are not what the device takes with room.
-	frozen bool
-	busy                    int64 // Model.Busy at the period's start
-	stretch                 int   // periods the current one was extended by
+	frozen  bool
+	busy    int64 // Model.Busy at the period's start
+	stretch int   // periods the current one was extended by
 	// State is what the last period found, for the mount's counters.
 	State State
 }
