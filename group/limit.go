@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"sluice/throttle"
 )
@@ -48,16 +49,16 @@ func ParseLimit(s string) (LimitSpec, error) {
 	}
 	l.Group = fields[0]
 	if len(fields) == 1 {
-		return LimitSpec{}, fmt.Errorf("no limits given for group %q: want KEY=VALUE with KEY one of rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min, wiops.min", l.Group)
+		return LimitSpec{}, fmt.Errorf("no limits given for group %q: want KEY=VALUE with KEY one of rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min, wiops.min, target", l.Group)
 	}
 	for _, f := range fields[1:] {
 		key, val, ok := strings.Cut(f, "=")
 		if !ok {
-			return LimitSpec{}, fmt.Errorf("%q is not KEY=VALUE: want KEY one of rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min, wiops.min", f)
+			return LimitSpec{}, fmt.Errorf("%q is not KEY=VALUE: want KEY one of rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min, wiops.min, target", f)
 		}
 		k, p := l.field(key)
 		if p == nil {
-			return LimitSpec{}, fmt.Errorf("unknown key %q in %q: want rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min or wiops.min", key, f)
+			return LimitSpec{}, fmt.Errorf("unknown key %q in %q: want rbps, wbps, riops, wiops, weight, rbps.min, wbps.min, riops.min, wiops.min or target", key, f)
 		}
 		if l.Keys&k != 0 {
 			return LimitSpec{}, fmt.Errorf("duplicate key %q", key)
@@ -77,6 +78,9 @@ func ParseLimit(s string) (LimitSpec, error) {
 func parseLimitValue(key, val string) (int64, error) {
 	if key == "weight" {
 		return parseWeight(val)
+	}
+	if key == "target" {
+		return parseTarget(val)
 	}
 	floor := strings.HasSuffix(key, ".min")
 	if val == "max" && !floor || val == "none" && floor {
@@ -102,6 +106,19 @@ func parseLimitValue(key, val string) (int64, error) {
 		return 0, fmt.Errorf("bad %s %q for %s: zero is not unlimited; use %s=max for no limit", kind, val, key, key)
 	}
 	return n, nil
+}
+
+// parseTarget parses a latency target: a positive duration, or "none"
+// (0).
+func parseTarget(val string) (int64, error) {
+	if val == "none" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(val)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("bad target %q: want a latency such as 5ms or 500us, or \"none\"", val)
+	}
+	return int64(d), nil
 }
 
 // parseWeight parses a weight: a whole number from 1 to 10000, or
@@ -133,6 +150,10 @@ func (l LimitSpec) String() string {
 		switch {
 		case key == "weight" && *p == 0:
 			b.WriteString("default")
+		case key == "target" && *p == 0:
+			b.WriteString("none")
+		case key == "target":
+			b.WriteString(time.Duration(*p).String())
 		case strings.HasSuffix(key, ".min") && *p == 0:
 			b.WriteString("none")
 		case *p == 0:

@@ -86,7 +86,11 @@ func (s *Stack) ended(now int64, t cost.Token, g *throttle.Group, d throttle.Dir
 	}
 	s.queue.Finished(now, g, d, k)
 	_, lat := s.dev.model.End(now, t, costDir(d), random, n)
-	s.dev.ctl.Observe(now, costDir(d), random, n, s.dev.model.Cost(costDir(d), random, n), lat, 0)
+	var target int64 // the nearest on g's path
+	for x := g; x != nil && target == 0; x = x.Parent() {
+		target = x.Limits().Target
+	}
+	s.dev.ctl.Observe(now, costDir(d), random, n, s.dev.model.Cost(costDir(d), random, n), lat, target)
 }
 
 // Payment is a finished Pay's read as the cost model waits for it: the

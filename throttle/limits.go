@@ -3,6 +3,7 @@ package throttle
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Dir is the direction of a request. Reads and writes are limited and
@@ -37,10 +38,17 @@ func (d Dir) String() string {
 // the group gets of its parent, when it asks for it, before its siblings
 // share the rest by weight (see Queue): a floor is served first, never
 // past the group's own caps, and only out of what its parent admits.
+//
+// Target is a latency target in ns (0: none), as io.latency's: where the
+// groups share the device (Tree.Shared), a group whose device I/Os take
+// longer than Target, more than one in ten, makes the device's capacity
+// shrink until they do not, holding back the groups that queue the most
+// (see package cost). It limits nothing alone.
 type Limits struct {
 	RBPS, WBPS, RIOPS, WIOPS             int64
 	Weight                               int64
 	RBPSMin, WBPSMin, RIOPSMin, WIOPSMin int64
+	Target                               int64
 }
 
 // minBPS and minIOPS return the floors of direction d (0: none).
@@ -79,9 +87,9 @@ func (l Limits) Unlimited() bool {
 	return l.RBPS == 0 && l.WBPS == 0 && l.RIOPS == 0 && l.WIOPS == 0
 }
 
-// Shares reports whether l sets a weight or a floor: what shares a
-// parent, or the device, rather than capping.
-func (l Limits) Shares() bool { return l.Weight != 0 || l.hasFloor() }
+// Shares reports whether l sets a weight, a floor or a latency target:
+// what shares a parent, or the device, rather than capping.
+func (l Limits) Shares() bool { return l.Weight != 0 || l.hasFloor() || l.Target != 0 }
 
 // BPS returns the bytes-per-second limit of direction d (0: unlimited).
 func (l Limits) BPS(d Dir) int64 { return byDir(d, l.RBPS, l.WBPS) }
@@ -107,6 +115,9 @@ func (l Limits) String() string {
 			s += " " + f.name + "=" + strconv.FormatInt(f.v, 10)
 		}
 	}
+	if l.Target != 0 {
+		s += " target=" + time.Duration(l.Target).String()
+	}
 	return s
 }
 
@@ -119,8 +130,8 @@ type Field struct {
 }
 
 // Fields lists every key of Limits in canonical order: the caps (the
-// first four), the weight, and the floors (the last four, in the caps'
-// order).
+// first four), the weight, the floors (the next four, in the caps'
+// order) and the latency target.
 var Fields = []Field{
 	{"rbps", KeyRBPS, func(l *Limits) *int64 { return &l.RBPS }},
 	{"wbps", KeyWBPS, func(l *Limits) *int64 { return &l.WBPS }},
@@ -131,6 +142,7 @@ var Fields = []Field{
 	{"wbps.min", KeyWBPSMin, func(l *Limits) *int64 { return &l.WBPSMin }},
 	{"riops.min", KeyRIOPSMin, func(l *Limits) *int64 { return &l.RIOPSMin }},
 	{"wiops.min", KeyWIOPSMin, func(l *Limits) *int64 { return &l.WIOPSMin }},
+	{"target", KeyTarget, func(l *Limits) *int64 { return &l.Target }},
 }
 
 type field struct {
@@ -140,7 +152,7 @@ type field struct {
 
 // caps and floors list l's caps and floors, named, in the same order.
 func (l Limits) caps() []field   { return l.values(Fields[:4]) }
-func (l Limits) floors() []field { return l.values(Fields[5:]) }
+func (l Limits) floors() []field { return l.values(Fields[5:9]) }
 
 func (l Limits) values(fs []Field) []field {
 	out := make([]field, len(fs))
@@ -163,6 +175,9 @@ func (l Limits) Validate() error {
 			return fmt.Errorf("throttle: %s=%d is above %s=%d: a floor may not exceed the cap", f.name, f.v, c.name, c.v)
 		}
 	}
+	if l.Target < 0 {
+		return fmt.Errorf("throttle: target=%d: want 0 (none) or a positive duration in ns", l.Target)
+	}
 	if l.Weight < 0 || l.Weight > MaxWeight {
 		return fmt.Errorf("throttle: weight=%d: want 1 to %d, or 0 for %d", l.Weight, MaxWeight, DefaultWeight)
 	}
@@ -184,8 +199,9 @@ const (
 	KeyWBPSMin
 	KeyRIOPSMin
 	KeyWIOPSMin
+	KeyTarget
 	// AllKeys is every key.
-	AllKeys = KeyRBPS | KeyWBPS | KeyRIOPS | KeyWIOPS | KeyWeight | KeyRBPSMin | KeyWBPSMin | KeyRIOPSMin | KeyWIOPSMin
+	AllKeys = KeyRBPS | KeyWBPS | KeyRIOPS | KeyWIOPS | KeyWeight | KeyRBPSMin | KeyWBPSMin | KeyRIOPSMin | KeyWIOPSMin | KeyTarget
 )
 
 // LimitChange is a change of one group's limits: the keys in Keys take

@@ -122,8 +122,10 @@ type qnode struct {
 	emptied    int64
 	emptiedDir Dir
 	// inflight counts, where the device is shared, the subtree's released
-	// requests the device has not finished (see Finished).
+	// requests the device has not finished (see Finished); lastCost is
+	// the Cost of the last one released.
 	inflight int
+	lastCost int64
 	idle     []*qnode
 	largest  int64 // as a parent: the most tag it has served one request (see dispatch)
 }
@@ -470,13 +472,34 @@ func (q *Queue) anticipate(now int64, n *qnode, k int64, r *Request) *Request {
 		full = math.MaxInt64
 	}
 	end := int64(-1)
+	var mine int64 // the weight of n's child that r is of
+	if dev {
+		rc := q.nodes[r.Group]
+		for rc.up != n && rc != n {
+			rc = rc.up
+		}
+		mine = rc.g.limits.WeightOrDefault()
+	}
 	for _, c := range n.idle {
 		// c comes back with its finish tag as its start (see Push).
 		if c.emptiedDir == r.Dir && n.key(&tag{start: c.finish}) < k && c.g.open(now, r.Dir) {
 			e := min(c.emptied+q.t.burst, full)
-			if dev && c.inflight > 0 {
+			switch {
+			case dev && c.inflight > 0 && r.Cost < holdRatio*c.lastCost && c.g.limits.WeightOrDefault() <= mine:
+				// c waits on the device, not on its caller, and r is
+				// no larger than c's requests, of a group weighing as
+				// much: held back, r would leave a device that serves
+				// several at once with less to do, for no one's share
+				// (BFQ idles in such a symmetric case no more).
+				continue
+			case dev && c.inflight > 0:
 				// Its requests are in the device, maybe behind a larger
-				// one: it comes back when they finish.
+				// one, and r is larger still: sent now, it would take
+				// the device from c's next request for much longer than
+				// c's own take; or c weighs more, and would get no more
+				// than a group of r's weight if r's took the device
+				// while c's next are on their way. c comes back when
+				// they finish.
 				e = c.emptied + holdInFlight
 			}
 			if e > now {
@@ -546,6 +569,7 @@ func (q *Queue) dispatch(now int64, r *Request) {
 	for x := n; x != q.root; x = x.up {
 		if q.t.shared {
 			q.busy(x, func() { x.inflight++ })
+			x.lastCost = r.Cost
 		}
 		serve(x.up, &x.tag, x.backlog > 0, x.g.limits.WeightOrDefault())
 		if x.backlog == 0 && (x.up.g.m[r.Dir][dimBytes].rate != 0 || x.up.g.dev.rate != 0) {
@@ -561,6 +585,10 @@ func (q *Queue) dispatch(now int64, r *Request) {
 // request for a group that would precede it and whose own requests are
 // still in the device (see anticipate).
 const holdInFlight = int64(100e6)
+
+// holdRatio is how many times larger than a group's last request a
+// request must be to be held back while the group's are in the device.
+const holdRatio = 4
 
 // Finished tells the queue that k requests of g in direction d, which it
 // released while the device was shared, were finished by the device at

@@ -52,7 +52,10 @@ G GiB T TiB are powers of 1024; kB MB GB TB powers of 1000). weight=N (1 to
 10000, default 100): a group's share beside its siblings when their parent's
 limit is reached, by bytes: --limit 'tenants/a weight=200'. Floors
 rbps.min, wbps.min, riops.min, wiops.min (none for no floor): what a group
-gets of its parent's limit first, whatever its weight.
+gets of its parent's limit first, whatever its weight. Where no level above
+caps it, a weight or floor shares SOURCE itself, by device time, once it is
+saturated (learned from completions; nobody waits before), and target=5ms
+(none: no target) holds the group's I/O latency there, as io.latency.
 
 Groups: a caller is in the group of the first --group rule it matches, else
 in "default". All conditions of one rule must hold; repeat a rule for OR.
