@@ -403,6 +403,18 @@ type MountOptions struct {
 	// idle an OS thread blocked in io_uring_enter. 0 means
 	// DefaultIOUringDepth.
 	IOUringDepth int
+
+	// MaxReaders is the most goroutines that wait in read(2) on
+	// /dev/fuse at once, each on an OS thread of its own that keeps its
+	// P while it waits; a reader that takes a request and leaves none
+	// waiting starts another, and a reader done with its request exits
+	// while MaxReaders others wait. The kernel hands requests to waiting
+	// readers in turn, so each waits MaxReaders times the interval
+	// between requests; once that passes 10 ms, the Go runtime's monitor
+	// takes the waiting reader's P back, and after each such retake it
+	// polls every 20 µs for a millisecond. 0 means GOMAXPROCS readers
+	// (at least 2, at most 16), plus one.
+	MaxReaders int
 }
 
 // RawFileSystem is an interface close to the FUSE wire protocol.

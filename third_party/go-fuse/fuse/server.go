@@ -222,6 +222,10 @@ func NewServer(fs RawFileSystem, mountPoint string, opts *MountOptions) (*Server
 	} else if maxReaders > maxMaxReaders {
 		maxReaders = maxMaxReaders
 	}
+	if o.MaxReaders > 0 {
+		// readRequest lets a reader wait while at most maxReaders others do.
+		maxReaders = o.MaxReaders - 1
+	}
 
 	readBufSize, readBufBytes, _ := requestAccountingSizes(o.MaxWrite)
 
