@@ -45,6 +45,42 @@ func TestFDAlarm(t *testing.T) {
 	}
 }
 
+// TestFDAlarmWhileRunning: an expiry that comes while the alarm's
+// function still runs for the one before is not lost.
+func TestFDAlarmWhileRunning(t *testing.T) {
+	fired := make(chan int, 10)
+	hold := make(chan struct{})
+	n := 0
+	a, err := newFDAlarm(func() {
+		n++
+		fired <- n
+		if n == 1 {
+			<-hold
+		}
+	})
+	if err != nil {
+		t.Skipf("no timerfd: %v", err)
+	}
+	defer a.stop()
+	wait := func(want int) {
+		t.Helper()
+		select {
+		case got := <-fired:
+			if got != want {
+				t.Fatalf("call %d, want %d", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("call %d never came", want)
+		}
+	}
+	a.arm(0)
+	wait(1)
+	a.arm(0) // expires while the first call is held
+	time.Sleep(5 * time.Millisecond)
+	close(hold)
+	wait(2)
+}
+
 // BenchmarkAlarmLateness reports how late each kind of alarm wakes for
 // waits of 100 µs to 500 µs, the spacing of 4 KiB requests at 8 to 40
 // MiB/s: the median lateness as ns-late.

@@ -330,6 +330,16 @@ func Mount(opts Options) (*FS, error) {
 		// As root, mount(2) directly: no fusermount3 needed.
 		DirectMount: true,
 		IOUring:     uring,
+		// Two goroutines wait in read(2) for the next request, not
+		// GOMAXPROCS+1 (4 to 5 here, see spareProcs): the kernel hands
+		// requests to them in turn, and at a few hundred requests a
+		// second each of 3 waits over 10 ms, after which the Go runtime
+		// takes its P back and its monitor thread wakes every 20 µs for
+		// a millisecond, every time. A throttled 4 KiB read at 1 MiB/s
+		// cost 0.55-0.75x the CPU and context switches with two
+		// (docs/benchmarks.md). With two, a request that comes while
+		// the other reader starts on one is read at once.
+		MaxReaders: 2,
 		// ASYNC_DIO: without it the kernel keeps one direct read and one
 		// direct write in flight per handle. DONT_MASK: the caller's umask
 		// is applied where the object is created, together with default
