@@ -336,9 +336,10 @@ func Mount(opts Options) (*FS, error) {
 		// second each of 3 waits over 10 ms, after which the Go runtime
 		// takes its P back and its monitor thread wakes every 20 µs for
 		// a millisecond, every time. A throttled 4 KiB read at 1 MiB/s
-		// cost 0.55-0.75x the CPU and context switches with two
-		// (docs/benchmarks.md). With two, a request that comes while
-		// the other reader starts on one is read at once.
+		// (bench/wait.sh 5 1, one run of each on a loaded VM) took
+		// 344.8 µs of CPU and 6.76 context switches with two, against
+		// 401.9 µs and 9.12. With two, a request that comes while the
+		// other reader starts on one is read at once.
 		MaxReaders: 2,
 		// ASYNC_DIO: without it the kernel keeps one direct read and one
 		// direct write in flight per handle. DONT_MASK: the caller's umask
