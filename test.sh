@@ -26,9 +26,9 @@ go test -race -count=1 -run '^(TestPerm.*|TestCoherence.*|TestCoherentAcrossGrou
 # every mount on FUSE-over-io_uring (skipped where the kernel lacks it;
 # the run turns the fuse module's enable_uring on as root, and back off).
 go test -race -count=1 -run '^(TestPerm.*|TestCoherence.*|TestModel|TestFioVerify|TestFio)$' "$@" ./fsys -args -transport=uring
-# The FUSE-over-io_uring transport in the go-fuse fork (a module of its
+# The FUSE-over-io_uring transport and the reader cap in the go-fuse fork (a module of its
 # own, which the commands above leave out).
-(cd third_party/go-fuse && go test -race -count=1 -run 'IOUring' ./fuse)
+(cd third_party/go-fuse && go test -race -count=1 -run 'IOUring|MaxReaders' ./fuse)
 # What the other tests wrote is written back first, not during their runs.
 sync
 go test -race -count=1 -run "$alone" "$@" ./fsys
