@@ -63,8 +63,15 @@ is_mounted() { # path
 	awk -v m="$1" '$2 == m { found = 1 } END { exit !found }' /proc/mounts
 }
 
-proc_alive() { # pid: running and not a zombie
-	[ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+# proc_alive PID: running and not a zombie, from one read of its status.
+# A process that exits between two looks (its directory there, then its
+# status gone) would otherwise pass for alive: stop_daemon then reported
+# daemons that had exited at once as "still running 10 s after SIGTERM".
+# PROC_ROOT (default /proc) is for the test, bench/lib_test.sh.
+proc_alive() {
+	local st
+	st=$(grep -m1 '^State:' "${PROC_ROOT:-/proc}/$1/status" 2>/dev/null) || return 1
+	[[ $st =~ ^State:[[:space:]]*[^[:space:]ZX] ]]
 }
 
 # holders DIR: the processes with a file, directory or mapping open under
