@@ -29,6 +29,8 @@ go test -race -count=1 -run '^(TestPerm.*|TestCoherence.*|TestModel|TestFioVerif
 # The FUSE-over-io_uring transport and the reader cap in the go-fuse fork (a module of its
 # own, which the commands above leave out).
 (cd third_party/go-fuse && go test -race -count=1 -run 'IOUring|MaxReaders' ./fuse)
+# The benchmarks' shell library: how it tells a daemon is still running.
+bash bench/lib_test.sh
 # What the other tests wrote is written back first, not during their runs.
 sync
 go test -race -count=1 -run "$alone" "$@" ./fsys
