@@ -239,6 +239,16 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 		}
 		defer ln.Close()
 	}
+	// The signals are caught before the mount exists: one that comes
+	// while it is being set up (a service stopped as it starts) waits in
+	// its channel, and unmounts once the mount is up, rather than kill
+	// the daemon and leave a mount point that answers ENOTCONN.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	m, err := fsys.Mount(opts)
 	if err != nil {
 		return err
@@ -267,17 +277,11 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 	}
 	notify(log, "READY=1") // a Type=notify service is up
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for range hup {
 			t.reload("SIGHUP")
 		}
 	}()
-
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		for sig := range sigs {
 			notify(log, "STOPPING=1")
