@@ -161,9 +161,6 @@ func NewController(o Options) *Controller {
 	return &Controller{o: o}
 }
 
-// Options returns the options in force.
-func (c *Controller) Options() Options { return c.o }
-
 // Capacity returns the capacity in force, device ns a second (0: none).
 func (c *Controller) Capacity() int64 { return c.rate }
 

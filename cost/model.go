@@ -25,8 +25,6 @@ type Model struct {
 	fit      [2]fit
 	mean     float64 // the recent mean I/O's attributed device time, ns (0: none yet)
 	pos      map[uint64]int64
-	// Samples counts the I/Os that ended, per direction.
-	Samples [2]int64
 }
 
 // Token is an I/O in flight, from Begin to End.
@@ -61,24 +59,23 @@ func (m *Model) Busy(now int64) int64 {
 }
 
 // End ends at now the I/O t began, of n bytes in direction d, random or
-// sequential, and learns from it. It returns the device time the I/O was
-// charged and its latency, in ns. An End of a zero Token does nothing.
-func (m *Model) End(now int64, t Token, d Dir, random bool, n int64) (device, latency int64) {
+// sequential, and learns from it. It returns the I/O's latency in ns. An
+// End of a zero Token does nothing.
+func (m *Model) End(now int64, t Token, d Dir, random bool, n int64) (latency int64) {
 	if !t.ok {
-		return 0, 0
+		return 0
 	}
 	m.advance(now)
 	m.inflight = max(m.inflight-1, 0)
 	a := float64(now - max(t.at, m.lastEnd))
 	m.lastEnd = max(m.lastEnd, now)
-	m.Samples[d&1]++
 	m.fit[d&1].add(random, n, a)
 	if m.mean == 0 {
 		m.mean = a
 	} else {
 		m.mean += (a - m.mean) / HalfLife
 	}
-	return int64(a), now - t.at
+	return now - t.at
 }
 
 // Sequential reports whether an I/O of n bytes at off of the file ino
@@ -109,9 +106,6 @@ func (m *Model) Cost(d Dir, random bool, n int64) int64 {
 // Mean returns the device time of the recent mean I/O in ns, or 0 before
 // any I/O ended.
 func (m *Model) Mean() float64 { return m.mean }
-
-// InFlight returns how many I/Os are between Begin and End.
-func (m *Model) InFlight() int { return m.inflight }
 
 // The prior a fit starts from, and its weight in I/Os: a sequential I/O
 // 50 µs, a random one 200 µs, and 2 ns a byte (500 MB/s), for reads and

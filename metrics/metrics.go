@@ -56,7 +56,7 @@ var (
 	cacheLimit = prometheus.NewDesc("sluice_cache_limit_bytes", "The read cache's bound (--cache).", nil, nil)
 	queued     = prometheus.NewDesc("sluice_queued_ios", "Device I/Os waiting in the throttle queue.", nil, nil)
 
-	dShared    = prometheus.NewDesc("sluice_device_shared", "1 while groups share the device by weight or floor (one has either, with no cap above it).", nil, nil)
+	dShared    = prometheus.NewDesc("sluice_device_shared", "1 while groups share the device (one has a weight, a floor or a latency target, with no cap above it).", nil, nil)
 	dCapacity  = prometheus.NewDesc("sluice_device_capacity", "Device time the shared device is given a second, as the cost model prices I/Os; 0 while it has room (nobody waits).", nil, nil)
 	dDone      = prometheus.NewDesc("sluice_device_done", "Device time the shared device completed a second in the last period, as the cost model prices I/Os.", nil, nil)
 	dSaturated = prometheus.NewDesc("sluice_device_saturated", "1 when the last period found the shared device saturated.", nil, nil)

@@ -8,10 +8,11 @@ import (
 )
 
 // The device, shared. While the throttle says the device is shared
-// (throttle.Tree.Shared: a group has a weight or a floor with no cap
-// above it), every request is priced in device time by the cost model
-// before it is queued, every device I/O is timed from its start to its
-// completion to teach the model and the capacity controller, and the
+// (throttle.Tree.Shared: a group has a weight, a floor or a latency
+// target with no cap above it), every request is priced in device time
+// by the cost model before it is queued, every device I/O is timed from
+// its start to its completion to teach the model and the capacity
+// controller, and the
 // controller's capacity is the throttle's root: nobody waits until the
 // device is saturated, and then groups share it by device time, floors
 // first (see package cost).
@@ -22,8 +23,8 @@ type device struct {
 
 // DeviceMetrics is what the stack knows of the device it shares.
 type DeviceMetrics struct {
-	// Shared says groups share the device (a weight or floor with no cap
-	// above it). The rest is meaningful only then.
+	// Shared says groups share the device (a weight, floor or latency
+	// target with no cap above it). The rest is meaningful only then.
 	Shared bool `json:"shared"`
 	// Capacity is the device time the device is given a second, as the
 	// model prices I/Os (1: one second a second, what a device serving
@@ -85,7 +86,7 @@ func (s *Stack) ended(now int64, t cost.Token, g *throttle.Group, d throttle.Dir
 		return
 	}
 	s.queue.Finished(now, g, d, k)
-	_, lat := s.dev.model.End(now, t, costDir(d), random, n)
+	lat := s.dev.model.End(now, t, costDir(d), random, n)
 	var target int64 // the nearest on g's path
 	for x := g; x != nil && target == 0; x = x.Parent() {
 		target = x.Limits().Target

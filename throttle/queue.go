@@ -176,14 +176,16 @@ type Queue struct {
 	users int
 }
 
-// busy applies change to x's counts, keeping users.
-func (q *Queue) busy(x *qnode, change func()) {
-	was := x.backlog > 0 || x.inflight > 0
-	change()
+// busy reports whether x has requests queued or in the device.
+func (x *qnode) busy() bool { return x.backlog > 0 || x.inflight > 0 }
+
+// settle keeps users after a change of x's counts; was is x.busy() before
+// it.
+func (q *Queue) settle(x *qnode, was bool) {
 	if x.up != q.root {
 		return
 	}
-	switch is := x.backlog > 0 || x.inflight > 0; {
+	switch is := x.busy(); {
 	case is && !was:
 		q.users++
 	case was && !is:
@@ -267,7 +269,9 @@ func (q *Queue) Push(now int64, r *Request) {
 				x.up.idle = slices.Delete(x.up.idle, i, i+1)
 			}
 		}
-		q.busy(x, func() { x.backlog++ })
+		was := x.busy()
+		x.backlog++
+		q.settle(x, was)
 	}
 	q.root.backlog++
 	q.n++
@@ -281,7 +285,9 @@ func (q *Queue) unlink(r *Request) *qnode {
 	r.q = nil
 	n.ownLen--
 	for x := n; x != q.root; x = x.up {
-		q.busy(x, func() { x.backlog-- })
+		was := x.busy()
+		x.backlog--
+		q.settle(x, was)
 		if x.backlog == 0 {
 			i := slices.Index(x.up.active, x)
 			x.up.active = slices.Delete(x.up.active, i, i+1)
@@ -568,7 +574,9 @@ func (q *Queue) dispatch(now int64, r *Request) {
 	serve(n, &n.own, n.ownLen > 0, DefaultWeight)
 	for x := n; x != q.root; x = x.up {
 		if q.t.shared {
-			q.busy(x, func() { x.inflight++ })
+			was := x.busy()
+			x.inflight++
+			q.settle(x, was)
 			x.lastCost = r.Cost
 		}
 		serve(x.up, &x.tag, x.backlog > 0, x.g.limits.WeightOrDefault())
@@ -601,7 +609,9 @@ func (q *Queue) Finished(now int64, g *Group, d Dir, k int) {
 	q.t.check(g, d)
 	n := q.node(g)
 	for x := n; x != q.root; x = x.up {
-		q.busy(x, func() { x.inflight = max(x.inflight-k, 0) })
+		was := x.busy()
+		x.inflight = max(x.inflight-k, 0)
+		q.settle(x, was)
 		if x.up == q.root && x.inflight == 0 && x.backlog == 0 && q.root.g.dev.rate != 0 {
 			x.emptied, x.emptiedDir = now, d
 			if !slices.Contains(q.root.idle, x) {

@@ -53,7 +53,7 @@ type Tree struct {
 	// skips looking for one owed (Queue.pickOwed).
 	floored int
 	// shared says the device is shared (see Shared): some group has a
-	// weight or a floor with no cap above it.
+	// weight, a floor or a latency target with no cap above it.
 	shared bool
 }
 
@@ -215,8 +215,8 @@ func (g *Group) capped(d Dir) bool {
 	return g.m[d][dimBytes].rate != 0 || g.m[d][dimIOs].rate != 0
 }
 
-// Shared reports whether the device is shared: some group has a weight or
-// a floor (Limits.Shares) and no cap on any level above it, so what it
+// Shared reports whether the device is shared: some group has a weight,
+// a floor or a latency target (Limits.Shares) and no cap on any level above it, so what it
 // competes for is SOURCE itself. Every group is then Limited, for every
 // request must reach the Queue to be ordered, and requests carry their
 // device time (Request.Cost), by which groups under an uncapped parent
@@ -347,8 +347,8 @@ func (t *Tree) SetLimits(now int64, path string, l Limits) {
 	}
 }
 
-// sharesDevice reports whether g's weight or floor acts on the device:
-// g has one, and no level above it caps anything.
+// sharesDevice reports whether g's weight, floor or target acts on the
+// device: g has one, and no level above it caps anything.
 func (g *Group) sharesDevice() bool {
 	if !g.limits.Shares() {
 		return false
