@@ -15,9 +15,10 @@ type Options struct {
 	// Slack. That is the larger of the 10th percentile of the latencies
 	// of I/Os of its kind and size (an estimate that falls fast on lower
 	// latencies and rises slowly on higher ones, so a device that became
-	// slower for good is learned again; learned only in periods that
-	// follow one in which the device had room: no one competed for it,
-	// or the capacity held requests back) and the device time the model
+	// slower for good is learned again; it starts from the least of the
+	// kind's first 32 completions, and rises only in periods that follow
+	// one in which the device had room: no one competed for it, or the
+	// capacity held requests back) and the device time the model
 	// prices it at (an I/O that always waits behind larger ones is never
 	// seen alone). The device is saturated when slow completions hold
 	// most of the period's device time. The defaults are 1.5 and 200µs.
@@ -105,6 +106,7 @@ type Controller struct {
 	end   int64 // when the current period ends (0: not started)
 	calm  int64 // since when the device has been calm (0: it is not)
 	floor [2][2][buckets]int64
+	seen  [2][2][buckets]int // completions each floor has learned from
 	// this period's completions: all, slow ones, those of groups with a
 	// latency target and those that missed it, and the Units completed
 	total, targeted, missed int
@@ -171,12 +173,21 @@ func (c *Controller) Capacity() int64 { return c.rate }
 func (c *Controller) Observe(now int64, d Dir, random bool, n, units, latency, target int64) {
 	c.start(now)
 	f := &c.floor[d&1][b2i(random)][bucket(n)]
+	k := &c.seen[d&1][b2i(random)][bucket(n)]
+	*k++
 	switch {
-	case *f == 0:
+	case *f == 0 || *k <= warmup && latency < *f:
+		// The first completions of a kind set its percentile to their
+		// least: one that a stall held (the first read of a cold file,
+		// a sync beside it) must not stand for the device's latency.
 		*f = latency
-	case c.frozen:
+	case *k <= warmup:
 	case latency < *f:
+		// Lower is always learned: the device did that, whatever the
+		// period (a frozen percentile that stood too high would never
+		// find the device saturated, and so stay frozen).
 		*f -= max(int64(float64(*f)*quantStep*(1-quantile)), 1)
+	case c.frozen:
 	default:
 		*f += max(int64(float64(*f)*quantStep*quantile), 1)
 	}
@@ -297,6 +308,9 @@ func (c *Controller) Tick(now, busy int64) bool {
 const (
 	quantile  = 0.1
 	quantStep = 0.002
+	// warmup is how many completions of a kind its percentile starts
+	// from the least of.
+	warmup = 32
 )
 
 // A period decides on saturation with at least minSamples completions
