@@ -427,8 +427,12 @@ func (m *Mirror) recoverIntents() error {
 	marked := false
 	for _, r := range recs {
 		for _, i := range m.reconcile(r, roots) {
+			// A mirror found stale is no longer compared: what it holds
+			// says nothing of what the others should.
 			stale[i] = true
 			marked = true
+			unix.Close(roots[i])
+			roots[i] = -1
 		}
 	}
 	if marked {
@@ -445,14 +449,23 @@ func (m *Mirror) recoverIntents() error {
 	return nil // newIntents makes the logs anew
 }
 
-// reconcile makes the file r names equal on the healthy mirrors, from the
-// first healthy mirror on which it is found, and returns the mirrors that
-// must be marked stale: where it differs and cannot be copied, or where it
-// is gone while it still has a name on the first. A directory r names
-// must hold the same entries (names and types; in the root, less the
-// set's own files) on every mirror, or the mirror is stale.
+// reconcile makes the file r names equal on the mirrors still compared
+// (roots[i] >= 0), from the first of them, and returns the mirrors that
+// must be marked stale: where it differs and cannot be copied, or where
+// it is in one of the two and not in the other. A directory r names must
+// hold the same entries (names and types; in the root, less the set's own
+// files) on every mirror, or the mirror is stale.
+//
+// The first mirror is the one to follow: every change reaches the
+// mirrors in their order (Mirror.fan), so a change the stop cut short
+// reached the first and not a later one, never the other way round. A
+// file removed or renamed on the first alone is still in a later one, and
+// that later one is behind. The first is marked stale only when the file
+// cannot be opened on it for another reason than its being gone; the
+// next mirror is then the one to follow.
 func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 	fds := make([]int, len(m.dirs))
+	errs := make([]error, len(m.dirs))
 	for i := range fds {
 		fds[i] = -1
 	}
@@ -463,30 +476,47 @@ func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 			}
 		}
 	}()
+	name, what := r.Path, "file"
+	if name == "" {
+		name = "an object"
+	}
 	src := -1
 	for i := range m.dirs {
 		if roots[i] < 0 {
 			continue
 		}
-		fd, err := openRecorded(roots[i], r, m.self[i])
-		if err != nil {
+		fds[i], errs[i] = openRecorded(roots[i], r, m.self[i])
+		if src >= 0 {
 			continue
 		}
-		fds[i] = fd
-		if src < 0 {
-			src = i
+		if errs[i] != nil && !gone(errs[i]) {
+			m.log("mirror %s: opening %s, which was being changed when the set was last stopped: %v: the mirror is stale", m.dirs[i], name, errs[i])
+			stale = append(stale, i)
+			continue
 		}
+		src = i
 	}
 	if src < 0 {
-		return nil // gone from every mirror
+		return stale
+	}
+	if fds[src] < 0 {
+		// Gone from the mirror to follow: a later mirror still holding
+		// it by a name is behind.
+		for i := src + 1; i < len(m.dirs); i++ {
+			if fds[i] < 0 {
+				continue
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(fds[i], &st); err != nil || st.Nlink > 0 {
+				m.log("mirror %s: %s %s was being changed when the set was last stopped and is still in it, while it is gone from %s: the mirror is stale", m.dirs[i], what, name, m.dirs[src])
+				stale = append(stale, i)
+			}
+		}
+		return stale
 	}
 	var sst unix.Stat_t
 	if err := unix.Fstat(fds[src], &sst); err != nil {
-		return nil
-	}
-	name, what := r.Path, "file"
-	if name == "" {
-		name = "an object"
+		return stale
 	}
 	dir := sst.Mode&unix.S_IFMT == unix.S_IFDIR
 	var want map[string]fs.FileMode
@@ -494,11 +524,11 @@ func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 		what = "directory"
 		var err error
 		if want, err = dirEntries(fds[src], r.Path == "/"); err != nil {
-			return nil
+			return stale
 		}
 	}
-	for i := range m.dirs {
-		if i == src || roots[i] < 0 {
+	for i := src + 1; i < len(m.dirs); i++ {
+		if roots[i] < 0 {
 			continue
 		}
 		switch {
@@ -507,6 +537,7 @@ func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 				m.log("mirror %s: %s %s was being changed when the set was last stopped and is not in it, while it is in %s: the mirror is stale", m.dirs[i], what, name, m.dirs[src])
 				stale = append(stale, i)
 			}
+			continue
 		case dir:
 			// A namespace change cut short, which only a resync mends.
 			if got, err := dirEntries(fds[i], r.Path == "/"); err != nil || !maps.Equal(got, want) {
@@ -533,6 +564,13 @@ func (m *Mirror) reconcile(r intentRecord, roots []int) (stale []int) {
 		}
 	}
 	return stale
+}
+
+// gone reports whether err, of opening a recorded file, says that it is
+// no longer there: removed (by handle, ESTALE), or its name now something
+// else or nothing.
+func gone(err error) bool {
+	return err == syscall.ENOENT || err == syscall.ESTALE || err == syscall.ENOTDIR || err == syscall.ELOOP
 }
 
 // dirEntries returns the names and types in the directory open as fd

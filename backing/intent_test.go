@@ -3,6 +3,7 @@ package backing
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,5 +179,60 @@ func TestIntentLog(t *testing.T) {
 	}
 	if got := parseLog(nil); len(got) != 0 {
 		t.Errorf("an empty log records %v", got)
+	}
+}
+
+// TestIntentRecoveryFollowsFirst: a stop that cut short a rename and a
+// removal, done on the first mirror and not on the second, leaves a file
+// the record names gone from the first and still in the second. The
+// first mirror is the one changes reach first, so the second is behind:
+// it is marked stale and the set opens, whatever order the record gives
+// the file and its directory in. Before, the directory's record marked the
+// second stale, the file's the first, and the set refused to open.
+func TestIntentRecoveryFollowsFirst(t *testing.T) {
+	for _, order := range []string{"directory first", "file first"} {
+		t.Run(order, func(t *testing.T) {
+			dirs := mirrorDirs(t, 2, nil)
+			for _, d := range dirs {
+				os.Mkdir(filepath.Join(d, "d"), 0o755)
+				os.WriteFile(filepath.Join(d, "d", "f20"), nil, 0o644)
+				os.Mkdir(filepath.Join(d, "d", "d20"), 0o755)
+			}
+			m, err := NewMirror(dirs, MirrorOptions{Now: clock()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := m.Lookup(RootID, "d")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := m.Lookup(d.ID, "f20")
+			if err != nil {
+				t.Fatal(err)
+			}
+			od, _ := m.obj(d.ID)
+			of, _ := m.obj(f.ID)
+			recs := []intentRecord{m.recordOf(od), m.recordOf(of)}
+			if order == "file first" {
+				recs[0], recs[1] = recs[1], recs[0]
+			}
+			m.Close()
+			writeLog(t, dirs[0], recs)
+			// mv f20 g20 && rm g20, on the first mirror only.
+			os.Rename(filepath.Join(dirs[0], "d", "f20"), filepath.Join(dirs[0], "d", "g20"))
+			os.Remove(filepath.Join(dirs[0], "d", "g20"))
+			var log strings.Builder
+			m, err = NewMirror(dirs, MirrorOptions{Now: clock(), Log: func(format string, a ...any) { fmt.Fprintf(&log, format+"\n", a...) }})
+			if err != nil {
+				t.Fatalf("opening the set: %v; log:\n%s", err, log.String())
+			}
+			defer m.Close()
+			if s := m.Stats(); s[0].State != Healthy || s[1].State != Stale {
+				t.Errorf("mirrors %s and %s, want the first healthy and the second stale; log:\n%s", s[0].State, s[1].State, log.String())
+			}
+			if strings.Contains(log.String(), "bad file descriptor") {
+				t.Errorf("the log speaks of a file it never opened:\n%s", log.String())
+			}
+		})
 	}
 }
