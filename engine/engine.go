@@ -201,6 +201,15 @@ func (e *Engine) SetAllLimits(order []string, all map[string]throttle.Limits) (w
 	return was, nil
 }
 
+// SetLease sets what the group at path may use of its caps on this host
+// (throttle.Tree.SetLease), under the engine's lock; queued requests are
+// re-timed.
+func (e *Engine) SetLease(path string, l throttle.Lease) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.apply(e.st.SetLease(e.now(), path, l))
+}
+
 // Metrics returns a snapshot of the stack's figures.
 func (e *Engine) Metrics() stack.Metrics {
 	e.mu.Lock()

@@ -283,6 +283,14 @@ func (s *Stack) SetLimits(now int64, path string, l throttle.Limits) Actions {
 	return s.release(now)
 }
 
+// SetLease sets what a group may use of its caps here where other hosts
+// share them (throttle.Tree.SetLease), at now; queued requests are
+// re-timed.
+func (s *Stack) SetLease(now int64, path string, l throttle.Lease) Actions {
+	s.tree.SetLease(now, path, l)
+	return s.release(now)
+}
+
 // Tick releases what is due at now and answers requests whose wait reached
 // the cap.
 func (s *Stack) Tick(now int64) Actions { return s.release(now) }

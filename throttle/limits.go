@@ -51,6 +51,14 @@ type Limits struct {
 	Target                               int64
 }
 
+// Lease is what a group may use of its caps on this host where other
+// hosts share them (package lease): per cap key, the rate it is held to
+// here, never above the cap; 0 where the key is not leased. A lease of
+// nothing at all is 1 (a byte or an I/O a second).
+type Lease struct {
+	RBPS, WBPS, RIOPS, WIOPS int64
+}
+
 // minBPS and minIOPS return the floors of direction d (0: none).
 func (l Limits) minBPS(d Dir) int64  { return byDir(d, l.RBPSMin, l.WBPSMin) }
 func (l Limits) minIOPS(d Dir) int64 { return byDir(d, l.RIOPSMin, l.WIOPSMin) }

@@ -76,6 +76,7 @@ type Group struct {
 	path   string
 	up     *Group // the implicit root for top-level groups; nil for the root
 	limits Limits
+	lease  Lease
 	m      [2][2]meter // [Dir][bytes, ios]
 	// floor meters the service the group got against its floors, as m its
 	// caps: a floor's tat at or before now means the group got less than
@@ -151,8 +152,9 @@ func (g *Group) Parent() *Group {
 // Limits returns the group's own limits (not its ancestors').
 func (g *Group) Limits() Limits { return g.limits }
 
-// PathLimits returns the tightest limit of each key on g's path, g's own
-// and its ancestors': 0 where no level sets one.
+// PathLimits returns the tightest cap of each key on g's path, g's own
+// and its ancestors', each as its lease holds it (Caps): 0 where no level
+// sets one.
 func (g *Group) PathLimits() Limits {
 	tight := func(cur, v int64) int64 {
 		if v == 0 || cur != 0 && cur <= v {
@@ -162,7 +164,7 @@ func (g *Group) PathLimits() Limits {
 	}
 	var t Limits
 	for x := g; x != nil; x = x.Parent() {
-		l := x.limits
+		l := x.Caps()
 		t = Limits{RBPS: tight(t.RBPS, l.RBPS), WBPS: tight(t.WBPS, l.WBPS),
 			RIOPS: tight(t.RIOPS, l.RIOPS), WIOPS: tight(t.WIOPS, l.WIOPS)}
 	}
@@ -328,13 +330,12 @@ func (t *Tree) SetLimits(now int64, path string, l Limits) {
 	case had && !has:
 		t.floored--
 	}
+	g.limits = l
+	g.setCaps(now)
 	for _, d := range []Dir{Read, Write} {
-		g.m[d][dimBytes].setRate(now, l.BPS(d))
-		g.m[d][dimIOs].setRate(now, l.IOPS(d))
 		g.floor[d][dimBytes].setRate(now, l.minBPS(d))
 		g.floor[d][dimIOs].setRate(now, l.minIOPS(d))
 	}
-	g.limits = l
 	t.shared = false
 	for _, x := range t.groups {
 		t.shared = t.shared || x.sharesDevice()
@@ -345,6 +346,48 @@ func (t *Tree) SetLimits(now int64, path string, l Limits) {
 	for _, x := range t.groups {
 		x.limited.Store(x.pathLimited())
 	}
+}
+
+// SetLease sets, at now, what the group at path may use of its caps here
+// where other hosts share them (see Lease); the zero Lease holds it to its
+// caps again. Debt is rescaled as by SetLimits; queued requests are not
+// released here (see SetLimits). SetLease panics if the path is empty or
+// a rate is negative.
+func (t *Tree) SetLease(now int64, path string, l Lease) {
+	if l.RBPS < 0 || l.WBPS < 0 || l.RIOPS < 0 || l.WIOPS < 0 {
+		panic(fmt.Sprintf("throttle: negative lease %+v", l))
+	}
+	g := t.Group(path)
+	g.lease = l
+	g.setCaps(now)
+}
+
+// setCaps sets the cap meters' rates to the caps, each as the lease holds
+// it (Caps).
+func (g *Group) setCaps(now int64) {
+	c := g.Caps()
+	for _, d := range []Dir{Read, Write} {
+		g.m[d][dimBytes].setRate(now, c.BPS(d))
+		g.m[d][dimIOs].setRate(now, c.IOPS(d))
+	}
+}
+
+// Lease returns the group's lease (Tree.SetLease).
+func (g *Group) Lease() Lease { return g.lease }
+
+// Caps returns the group's own limits with each cap as it holds here: the
+// lease where one is set, never above the cap.
+func (g *Group) Caps() Limits {
+	l := g.limits
+	held := func(cap, lease int64) int64 {
+		if cap == 0 || lease == 0 {
+			return cap
+		}
+		return min(cap, lease)
+	}
+	l.RBPS, l.WBPS = held(l.RBPS, g.lease.RBPS), held(l.WBPS, g.lease.WBPS)
+	l.RIOPS, l.WIOPS = held(l.RIOPS, g.lease.RIOPS), held(l.WIOPS, g.lease.WIOPS)
+	return l
 }
 
 // sharesDevice reports whether g's weight, floor or target acts on the

@@ -291,3 +291,51 @@ func TestByteBudget(t *testing.T) {
 		t.Errorf("bytes limit above an IOPS limit with no whole I/O of credit: ByteBudget = %d (want 10485), Budget = %d (want 0)", got, want)
 	}
 }
+
+// TestLease: a lease holds a group's caps to what this host may use of
+// them: the leased rate where it is below the cap, the cap where the lease
+// is above it or not set, and a change of lease keeps the debt's meaning
+// as a change of limit does. The limits themselves are untouched.
+func TestLease(t *testing.T) {
+	tree := New(Config{})
+	g := tree.Group("g")
+	tree.SetLimits(0, "g", Limits{RBPS: 10 * MiB, WIOPS: 100})
+	tree.SetLease(0, "g", Lease{RBPS: 2 * MiB, WIOPS: 1000})
+	if got, want := g.Caps(), (Limits{RBPS: 2 * MiB, WIOPS: 100}); got != want {
+		t.Errorf("Caps under the lease = %v, want %v", got, want)
+	}
+	if got := g.Limits(); got != (Limits{RBPS: 10 * MiB, WIOPS: 100}) {
+		t.Errorf("Limits under the lease = %v, want the limits set", got)
+	}
+	if got := g.PathLimits(); got.RBPS != 2*MiB {
+		t.Errorf("PathLimits().RBPS under the lease = %d, want the leased %d", got.RBPS, 2*MiB)
+	}
+	// 1 MiB at the leased 2 MiB/s: 500 ms of debt.
+	tree.Charge(0, g, Read, MiB, 1)
+	if got := tree.Eligible(0, g, Read); got != 500*ms {
+		t.Errorf("Eligible after 1 MiB at a lease of 2 MiB/s = %v, want 500ms", time.Duration(got))
+	}
+	// The lease grows to 4 MiB/s at 100 ms: the 400 ms owed at 2 MiB/s
+	// are 200 ms at 4.
+	tree.SetLease(100*ms, "g", Lease{RBPS: 4 * MiB})
+	if got := tree.Eligible(100*ms, g, Read); got != 300*ms {
+		t.Errorf("Eligible after the lease grew = %v, want 300ms", time.Duration(got))
+	}
+	// Writes lost their lease: held to the cap, 100 I/Os a second (10
+	// after the 10 ms of idle credit the default burst keeps).
+	tree.Charge(100*ms, g, Write, 4096, 10)
+	if got := tree.Eligible(100*ms, g, Write); got != 190*ms {
+		t.Errorf("Eligible after 10 writes at wiops=100 = %v, want 190ms", time.Duration(got))
+	}
+	// No lease: the cap again.
+	tree.SetLease(100*ms, "g", Lease{})
+	if got := tree.Eligible(100*ms, g, Read); got != 180*ms {
+		t.Errorf("Eligible with the lease gone = %v, want 180ms (the 200 ms at 4 MiB/s as 80 ms at 10)", time.Duration(got))
+	}
+	// A lease on a group without that cap leaves it unlimited.
+	tree.SetLease(100*ms, "g", Lease{WBPS: MiB})
+	if got := g.Caps().WBPS; got != 0 {
+		t.Errorf("Caps().WBPS leased with no wbps cap = %d, want 0", got)
+	}
+	mustPanic(t, "SetLease(negative)", func() { tree.SetLease(0, "g", Lease{RBPS: -1}) })
+}

@@ -1,0 +1,485 @@
+// Package lease divides a group's caps among the hosts whose mounts share
+// them, as leases of rate: each host asks, for every cap it shares, what
+// it may use for the next Lease, and holds its group to that until the
+// next answer. The answer is one script run atomically on a Redis server
+// (Script): the cap divided by max-min fairness among the hosts by their
+// demand, never handing out what another host's unexpired lease holds, so
+// the hosts' leases never add up to more than the cap.
+//
+// A Host is this side of it: it says when to ask, what to ask for (its
+// use and whether it wants more, from its running totals), and what rate
+// each cap holds at now, from the answers, the failures and the time.
+// It is pure: time is passed in, in nanoseconds of the caller's monotonic
+// clock, and it never sleeps, reads the clock or starts goroutines; the
+// caller sends the requests (package cluster) or models the server
+// (the tests, on virtual time).
+//
+// A lease holds for Lease from when its request was sent, by this host's
+// clock: never past its end on the server's clock, which started later,
+// so the hosts' clocks are never compared. Where no answer comes, the
+// host keeps its lease to its end and then holds each cap at its fallback,
+// the cap divided by the hosts the server last said it saw; when answers
+// come again, it asks for no more than that fallback for its next
+// Rejoin answers, so that the hosts still without one are not crowded
+// out by a burst.
+package lease
+
+import (
+	_ "embed"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Script is the Lua script that answers a Request on the server. Its
+// arguments are Request.Args; its reply is what ParseReply reads.
+//
+//go:embed lease.lua
+var Script string
+
+// ReleaseScript gives back the leases of the host ARGV[1]: KEYS as
+// Request.Args makes them. A host that stops cleanly runs it, so that
+// the others need not wait for its leases to end.
+const ReleaseScript = `for k = 1, #KEYS do redis.call('HDEL', KEYS[k], ARGV[1]) end return 0`
+
+// Defaults of Options.
+const (
+	DefaultLease   = time.Second
+	DefaultRenew   = 100 * time.Millisecond
+	DefaultTimeout = 500 * time.Millisecond
+	DefaultSeen    = time.Minute
+	DefaultRejoin  = 2
+)
+
+// Options configure a Host. Zero fields take their defaults.
+type Options struct {
+	// Lease is how long a grant holds, from when its request was sent.
+	// The default is 1s.
+	Lease time.Duration
+	// Renew is how often the host asks: a host's share follows its
+	// demand, and another host's, within about two of these. The default
+	// is 100ms (ten round trips a second).
+	Renew time.Duration
+	// Timeout is how long the caller waits for an answer before it
+	// reports the request failed. The default is 500ms.
+	Timeout time.Duration
+	// Seen is how long after its last request a host still counts among
+	// those the fallback divides a cap by. The default is 1 minute.
+	Seen time.Duration
+	// Rejoin is how many answers, after a time without any, the host asks
+	// for no more than its fallback. The default is 2.
+	Rejoin int
+}
+
+func (o *Options) defaults() {
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
+	if o.Renew <= 0 {
+		o.Renew = DefaultRenew
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Seen <= 0 {
+		o.Seen = DefaultSeen
+	}
+	if o.Rejoin <= 0 {
+		o.Rejoin = DefaultRejoin
+	}
+}
+
+// Key names one shared cap: a group and one of its cap keys ("rbps",
+// "wbps", "riops", "wiops").
+type Key struct {
+	Group string
+	Cap   string
+}
+
+func (k Key) String() string { return k.Group + " " + k.Cap }
+
+// Usage is what the host tells of one shared cap when it asks: its cap
+// here and two running totals, which the Host turns into rates.
+type Usage struct {
+	Key
+	// Limit is the cap as this host's configuration sets it, per second.
+	Limit int64
+	// Used is the running total of what the group used of it (bytes or
+	// I/Os).
+	Used int64
+	// Waited is the running total, in ns, of the time the group's
+	// requests in the cap's direction waited for the throttle. A group
+	// that waited a tenth of the time since the last request wants more
+	// than it holds.
+	Waited int64
+}
+
+// Request is one ask for every cap the host shares.
+type Request struct {
+	Keys []Key
+	// Limits, Demands and Used are per key: the host's cap, its demand
+	// per second (-1: as much as it can get) and its use per second.
+	Limits, Demands, Used []int64
+}
+
+// Args returns the request's keys and arguments for Script: the Redis
+// keys live under "sluice:{name}:", whose braces keep them in one slot of
+// a Redis cluster.
+func (r Request) Args(name, host string, o Options) (keys []string, args []any) {
+	o.defaults()
+	prefix := "sluice:{" + name + "}:"
+	keys = append(keys, prefix+"hosts")
+	args = append(args, host, o.Lease.Milliseconds(), o.Seen.Milliseconds())
+	for i, k := range r.Keys {
+		keys = append(keys, prefix+k.Cap+":"+k.Group)
+		args = append(args, r.Limits[i], r.Demands[i], r.Used[i])
+	}
+	return keys, args
+}
+
+// Reply is the server's answer to a Request.
+type Reply struct {
+	// Seen is how many hosts asked within Options.Seen.
+	Seen int
+	// Per key of the request: the rate granted, the host's fair share
+	// (above the grant where other hosts' leases still hold the rest),
+	// the use per second of every host holding a lease on it, how many
+	// do, and the cap they share (the smallest of theirs).
+	Grants, Fairs, Totals, Holders, Caps []int64
+}
+
+// fields is the number of Script's reply fields per cap.
+const fields = 5
+
+// ParseReply reads Script's reply for a request of n keys, as a Redis
+// client returns it (a slice of integers).
+func ParseReply(v any, n int) (Reply, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 2+fields*n {
+		return Reply{}, fmt.Errorf("lease: a reply of %T %v for %d caps", v, v, n)
+	}
+	ints := make([]int64, len(a))
+	for i, x := range a {
+		switch x := x.(type) {
+		case int64:
+			ints[i] = x
+		case string:
+			n, err := strconv.ParseInt(x, 10, 64)
+			if err != nil {
+				return Reply{}, fmt.Errorf("lease: reply field %d: %v", i, err)
+			}
+			ints[i] = n
+		default:
+			return Reply{}, fmt.Errorf("lease: reply field %d is %T", i, x)
+		}
+	}
+	r := Reply{Seen: int(ints[1])}
+	for i := range n {
+		f := ints[2+fields*i:]
+		r.Grants = append(r.Grants, f[0])
+		r.Fairs = append(r.Fairs, f[1])
+		r.Totals = append(r.Totals, f[2])
+		r.Holders = append(r.Holders, f[3])
+		r.Caps = append(r.Caps, f[4])
+	}
+	return r, nil
+}
+
+// Host is one host's side of the leases. It is not safe for concurrent
+// use.
+type Host struct {
+	opts Options
+	caps map[Key]*held
+	// flying says a request is in flight, sent when it was sent, and
+	// keys what it asked for.
+	flying bool
+	sent   int64
+	asked  bool // a request was made
+	keys   []Key
+	last   int64 // when the last request was sent
+	// early is the budget of requests before they are due (Early), at
+	// most earlyBurst, earned at earlyRate a second, as of earlyAt.
+	early   float64
+	earlyAt int64
+	next    int64 // when the next request is due
+	// answered says the last request was answered; rejoin counts the
+	// answers still to take at no more than the fallback.
+	answered bool
+	rejoin   int
+	seen     int
+	stats    Stats
+}
+
+// held is one shared cap's state.
+type held struct {
+	limit        int64
+	used, waited int64 // the running totals at the last request
+	at           int64 // when they were taken, if taken
+	taken        bool
+	rate         int64 // use per second between the last two requests
+	wants        bool  // wanted more than it held then
+	demand       int64 // the demand last asked for
+	// recent says the group waited a tenth of the time between the
+	// last two polls (Early) at least Renew/10 apart, the last at pollAt
+	// with pollWaited waited.
+	recent, polled     bool
+	pollAt, pollWaited int64
+	grant, fair        int64
+	granted            bool
+	until              int64 // the grant holds until then
+	total              int64
+	holders            int64
+	shared             int64 // the cap the holders share
+}
+
+// Stats are a Host's counts of its requests.
+type Stats struct {
+	// Trips counts the requests answered, Failures those that were not.
+	Trips, Failures int64
+	// RTT is the last answer's round trip, ns; RTTMax the largest.
+	RTT, RTTMax int64
+	// LastAnswer is when the last answer came (0: none yet).
+	LastAnswer int64
+}
+
+// NewHost returns a Host with nothing shared yet; its first request is
+// due at once.
+func NewHost(o Options) *Host {
+	o.defaults()
+	return &Host{opts: o, caps: map[Key]*held{}}
+}
+
+// Options returns the host's options, defaults filled in.
+func (h *Host) Options() Options { return h.opts }
+
+// Next returns when the next request is due (it may be before now), or
+// when the one in flight is to be given up (Options.Timeout after it was
+// sent) if one is.
+func (h *Host) Next() int64 {
+	if h.flying {
+		return h.sent + int64(h.opts.Timeout)
+	}
+	return h.next
+}
+
+// Due reports whether a request should be sent at now: none is in flight
+// and its time has come.
+func (h *Host) Due(now int64) bool { return !h.flying && (!h.asked || now >= h.next) }
+
+// Request takes the host's use of every cap it shares at now, in use,
+// and returns the request to send (which the caller must answer with
+// Answer or Fail). Caps not in use are shared no more. It panics if a
+// request is in flight.
+func (h *Host) Request(now int64, use []Usage) Request {
+	if h.flying {
+		panic("lease: a request is in flight")
+	}
+	var r Request
+	keep := make(map[Key]bool, len(use))
+	for _, u := range use {
+		keep[u.Key] = true
+		c := h.caps[u.Key]
+		if c == nil {
+			c = &held{}
+			h.caps[u.Key] = c
+		}
+		measured := c.taken && now > c.at
+		if measured {
+			dt := now - c.at
+			c.rate = max(0, (u.Used-c.used)*int64(time.Second)/dt)
+			c.wants = (u.Waited-c.waited)*10 >= dt
+		}
+		c.limit, c.used, c.waited, c.at, c.taken = u.Limit, u.Used, u.Waited, now, true
+		d := int64(-1)
+		if measured && !c.wants {
+			// Room to grow by a sixteenth before the next answer: a
+			// group that grows more waits, and then wants more.
+			d = c.rate + c.rate/16 + 1
+		}
+		if h.rejoin > 0 || !h.answered {
+			fb := h.fallback(c)
+			if d < 0 || d > fb {
+				d = fb
+			}
+		}
+		c.demand = d
+		r.Keys = append(r.Keys, u.Key)
+		r.Limits = append(r.Limits, u.Limit)
+		r.Demands = append(r.Demands, d)
+		r.Used = append(r.Used, c.rate)
+	}
+	for k := range h.caps {
+		if !keep[k] {
+			delete(h.caps, k)
+		}
+	}
+	if !h.asked {
+		h.asked, h.early, h.earlyAt = true, earlyBurst, now
+	}
+	h.flying, h.sent, h.last, h.keys = true, now, now, r.Keys
+	return r
+}
+
+// Early reports whether a request should be sent at now, before it is
+// due, given the host's use so far in use (as Request takes it): where a
+// cap's group went from using what it held to wanting more (it waited a
+// tenth of the time over the last Renew/10 or more), or the other way, or
+// still wants more and got less than its fair share while other hosts'
+// leases held the rest. Not within Renew/10 of the last request, and on
+// average no more often than Renew does.
+func (h *Host) Early(now int64, use []Usage) bool {
+	early := false
+	for _, u := range use {
+		c := h.caps[u.Key]
+		if c == nil {
+			early = true
+			continue
+		}
+		if !c.polled {
+			c.polled, c.pollAt, c.pollWaited = true, now, u.Waited
+		}
+		if dt := now - c.pollAt; dt >= int64(h.opts.Renew)/10 {
+			c.recent = (u.Waited-c.pollWaited)*10 >= dt
+			c.pollAt, c.pollWaited = now, u.Waited
+		}
+		switch {
+		case c.recent && c.demand >= 0, // more than it asked for
+			c.recent && c.grant < c.fair-c.fair/32, // others held its share
+			!c.recent && c.demand < 0:              // no more than it holds
+			early = true
+		}
+	}
+	if !early || h.flying || !h.answered || now < h.last+int64(h.opts.Renew)/10 {
+		return false
+	}
+	h.early = min(earlyBurst, h.early+float64(now-h.earlyAt)*earlyRate/float64(time.Second))
+	h.earlyAt = now
+	if h.early < 1 {
+		return false
+	}
+	h.early--
+	return true
+}
+
+// A host asks early at most earlyRate times a second on average, and
+// earlyBurst times in a row, besides its requests every Renew.
+const (
+	earlyRate  = 10
+	earlyBurst = 4
+)
+
+// Answer takes the reply to the request in flight, at now.
+func (h *Host) Answer(now int64, r Reply) {
+	if !h.flying {
+		return
+	}
+	until := h.sent + int64(h.opts.Lease)
+	rtt := now - h.sent
+	h.stats.Trips++
+	h.stats.RTT, h.stats.RTTMax, h.stats.LastAnswer = rtt, max(h.stats.RTTMax, rtt), now
+	h.seen = max(r.Seen, 1)
+	rejoining := h.rejoin > 0 || !h.answered
+	for i, k := range h.keys {
+		c := h.caps[k]
+		if c == nil || i >= len(r.Grants) {
+			continue
+		}
+		c.grant, c.fair, c.until, c.granted = r.Grants[i], r.Fairs[i], until, true
+		c.total, c.holders, c.shared = r.Totals[i], r.Holders[i], r.Caps[i]
+		if rejoining {
+			c.grant = min(c.grant, h.fallback(c))
+		}
+	}
+	switch {
+	case h.rejoin > 0:
+		h.rejoin--
+	case !h.answered && h.stats.Trips > 1:
+		h.rejoin = h.opts.Rejoin - 1
+	}
+	h.answered = true
+	h.next = h.sent + int64(h.opts.Renew)
+	h.flying = false
+}
+
+// Fail takes the loss of the request in flight, at now: no answer, or an
+// error. The next request is due at once.
+func (h *Host) Fail(now int64) {
+	if !h.flying {
+		return
+	}
+	h.stats.Failures++
+	h.flying = false
+	h.next = now
+	if h.answered {
+		h.answered = false
+		h.rejoin = 0
+	}
+}
+
+// fallback is what c holds without a lease: its cap shared equally by
+// the hosts seen.
+func (h *Host) fallback(c *held) int64 {
+	return max(c.limit/int64(max(h.seen, 1)), 1)
+}
+
+// Held is what one shared cap holds at a time.
+type Held struct {
+	Key
+	// Rate is what the group may use here, per second; at least 1.
+	Rate int64
+	// Leased says Rate is a lease's; otherwise it is the fallback.
+	Leased bool
+	// Limit is this host's cap; Shared the one the holders share.
+	Limit, Shared int64
+	// Use is this host's use per second between its last two requests,
+	// and Wants says it wanted more than it held then.
+	Use   int64
+	Wants bool
+	// Total is every holder's use per second and Holders how many hold a
+	// lease, as of the last answer.
+	Total, Holders int64
+	// Until is when the lease ends (Leased only).
+	Until int64
+}
+
+// Holds returns what each shared cap holds at now, by key.
+func (h *Host) Holds(now int64) []Held {
+	out := make([]Held, 0, len(h.caps))
+	for k, c := range h.caps {
+		x := Held{Key: k, Limit: c.limit, Shared: c.shared, Use: c.rate, Wants: c.wants,
+			Total: c.total, Holders: c.holders}
+		if c.granted && c.until > now {
+			x.Rate, x.Leased, x.Until = max(c.grant, 1), true, c.until
+		} else {
+			x.Rate = h.fallback(c)
+		}
+		out = append(out, x)
+	}
+	slices.SortFunc(out, func(a, b Held) int {
+		if a.Group != b.Group {
+			if a.Group < b.Group {
+				return -1
+			}
+			return 1
+		}
+		if a.Cap < b.Cap {
+			return -1
+		}
+		if a.Cap > b.Cap {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Seen returns how many hosts the server last said it saw (1 before any
+// answer).
+func (h *Host) Seen() int { return max(h.seen, 1) }
+
+// Answered reports whether the last request was answered.
+func (h *Host) Answered() bool { return h.answered }
+
+// Stats returns the host's counts of its requests.
+func (h *Host) Stats() Stats { return h.stats }

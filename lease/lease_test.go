@@ -1,0 +1,347 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// The tests run hosts on virtual time against the script on an
+// in-process Redis (miniredis) whose clock is the virtual one: each host's
+// group is a fluid reader that uses what it holds, up to its demand, and
+// the figures are what the hosts together served.
+
+const (
+	ms    = int64(time.Millisecond)
+	sec   = int64(time.Second)
+	limit = 100 << 20 // the shared cap, bytes per second
+)
+
+var key = Key{Group: "builds", Cap: "rbps"}
+
+type world struct {
+	t      *testing.T
+	mr     *miniredis.Miniredis
+	rdb    *redis.Client
+	script *redis.Script
+	epoch  time.Time
+	now    int64
+	rtt    int64
+	dt     int64
+	down   func(now int64) bool // the server unreachable
+	hosts  []*simHost
+}
+
+type simHost struct {
+	name   string
+	h      *Host
+	skew   int64                   // the host's clock is the world's plus skew
+	demand func(now int64) float64 // per second; +Inf: all it can get
+	dead   func(now int64) bool
+	used   float64
+	waited int64
+	flight *flight
+	served float64 // since the last window
+}
+
+type flight struct {
+	at    int64 // when the answer, or the failure, reaches the host
+	reply Reply
+	err   error
+}
+
+func newWorld(t *testing.T, rtt time.Duration) *world {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	w := &world{t: t, mr: mr, rdb: rdb, script: redis.NewScript(Script), epoch: time.Unix(1.8e9, 0),
+		rtt: int64(rtt), down: func(int64) bool { return false }}
+	return w
+}
+
+func (w *world) add(n int, o Options, demand func(i int, now int64) float64) {
+	for range n {
+		i := len(w.hosts)
+		w.hosts = append(w.hosts, &simHost{name: fmt.Sprintf("h%d", i), h: NewHost(o),
+			demand: func(now int64) float64 { return demand(i, now) }, dead: func(int64) bool { return false }})
+	}
+}
+
+// step moves the world on by dt: answers that arrived are taken, requests
+// due are sent, and each host's reader uses what its host holds.
+func (w *world) step(dt int64) {
+	for _, s := range w.hosts {
+		if s.dead(w.now) {
+			continue
+		}
+		local := w.now + s.skew
+		if f := s.flight; f != nil && w.now >= f.at {
+			s.flight = nil
+			if f.err != nil {
+				s.h.Fail(local)
+			} else {
+				s.h.Answer(local, f.reply)
+			}
+		}
+		use := []Usage{{Key: key, Limit: limit, Used: int64(s.used), Waited: s.waited}}
+		if s.flight == nil && (s.h.Due(local) || s.h.Early(local, use)) {
+			s.flight = w.send(s, s.h.Request(local, use))
+		}
+	}
+	for _, s := range w.hosts {
+		if s.dead(w.now) {
+			continue
+		}
+		if s.h.Stats().Trips == 0 {
+			continue // a mount serves once it holds its first leases
+		}
+		rate := float64(s.held(w.now))
+		d := s.demand(w.now)
+		use := min(d, rate) * float64(dt) / float64(sec)
+		s.used += use
+		s.served += use
+		if d > rate {
+			s.waited += dt
+		}
+	}
+	w.now += dt
+}
+
+// held is the rate s's group holds at the world's now.
+func (s *simHost) held(now int64) int64 {
+	hs := s.h.Holds(now + s.skew)
+	if len(hs) == 0 {
+		return 0
+	}
+	return hs[0].Rate
+}
+
+// send runs req on the server halfway through the round trip, or fails
+// it after the timeout where the server cannot be reached.
+func (w *world) send(s *simHost, req Request) *flight {
+	o := s.h.Options()
+	if w.down(w.now) {
+		return &flight{at: w.now + int64(o.Timeout), err: fmt.Errorf("unreachable")}
+	}
+	w.mr.SetTime(w.epoch.Add(time.Duration(w.now + w.rtt/2)))
+	keys, args := req.Args("test", s.name, o)
+	v, err := w.script.Run(context.Background(), w.rdb, keys, args...).Result()
+	if err != nil {
+		w.t.Fatalf("the script: %v", err)
+	}
+	r, err := ParseReply(v, len(req.Keys))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return &flight{at: w.now + w.rtt, reply: r}
+}
+
+// run steps the world in steps of w.dt (1 ms unless set) until end and returns what the hosts
+// served in each window of length win, per second, as a fraction of the
+// cap, and per host.
+func (w *world) run(end, win int64) (total []float64, per [][]float64) {
+	for w.now < end {
+		next := w.now + win
+		for w.now < next {
+			w.step(max(w.dt, ms))
+		}
+		var sum float64
+		row := make([]float64, len(w.hosts))
+		for i, s := range w.hosts {
+			row[i] = s.served * float64(sec) / float64(win) / limit
+			sum += row[i]
+			s.served = 0
+		}
+		total, per = append(total, sum), append(per, row)
+	}
+	return total, per
+}
+
+func backlogged(int, int64) float64 { return math.Inf(1) }
+
+// TestEqualShares: four hosts reading as fast as they can share the cap
+// equally, and together get all of it and no more.
+func TestEqualShares(t *testing.T) {
+	w := newWorld(t, time.Millisecond)
+	w.add(4, Options{}, backlogged)
+	total, per := w.run(5*sec, sec)
+	for i, x := range total {
+		if x > 1.0 || i > 0 && x < 0.99 {
+			t.Errorf("second %d: the hosts served %.4f of the cap, want 0.99-1.0", i, x)
+		}
+	}
+	for i, x := range per[len(per)-1] {
+		if x < 0.24 || x > 0.26 {
+			t.Errorf("host %d served %.4f of the cap in the last second, want a quarter", i, x)
+		}
+	}
+}
+
+// TestDemandMoves: readers start and stop on different hosts every two
+// seconds; the busy hosts take the idle ones' share within a lease, and
+// the hosts together never serve more than the cap.
+func TestDemandMoves(t *testing.T) {
+	for _, rtt := range []time.Duration{time.Millisecond, 5 * time.Millisecond} {
+		t.Run(rtt.String(), func(t *testing.T) {
+			w := newWorld(t, rtt)
+			// Host i reads in the phases where bit i of the phase number
+			// is set, phases of 2 s; host 3 always reads 10 MiB/s.
+			w.add(4, Options{}, func(i int, now int64) float64 {
+				if i == 3 {
+					return 10 << 20
+				}
+				if (now/(2*sec)+1)&(1<<i) != 0 {
+					return math.Inf(1)
+				}
+				return 0
+			})
+			total, _ := w.run(14*sec, 100*ms)
+			var steady []float64
+			for i, x := range total {
+				if x > 1.0 {
+					t.Errorf("%d ms: the hosts served %.4f of the cap, more than it", i*100, x)
+				}
+				// A lease after each change, the hosts settled.
+				if i%20 >= int(DefaultLease/time.Duration(100*ms)) {
+					steady = append(steady, x)
+				}
+			}
+			if m := mean(steady); m < 0.98 {
+				t.Errorf("settled, the hosts served %.4f of the cap, want at least 0.98", m)
+			}
+			if m := mean(total[20:]); m < 0.95 {
+				t.Errorf("over the run, the hosts served %.4f of the cap, want at least 0.95", m)
+			}
+			for _, s := range w.hosts {
+				if st := s.h.Stats(); st.Trips > 14*20 {
+					t.Errorf("%s asked %d times in 14 s, more than 20 a second", s.name, st.Trips)
+				}
+			}
+		})
+	}
+}
+
+func mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// TestOutage: the server unreachable for 10 s. Each host keeps its lease
+// to its end, then holds its fallback, the cap over the hosts seen, so
+// the hosts never serve more than the cap together; once the server is
+// back they take their shares again within 2 s, with no burst.
+func TestOutage(t *testing.T) {
+	w := newWorld(t, time.Millisecond)
+	w.down = func(now int64) bool { return now >= 5*sec && now < 15*sec }
+	// Host 0 reads 20 MiB/s, the others all they can get.
+	w.add(4, Options{}, func(i int, now int64) float64 {
+		if i == 0 {
+			return 20 << 20
+		}
+		return math.Inf(1)
+	})
+	total, per := w.run(20*sec, 100*ms)
+	for i, x := range total {
+		if x > 1.0 {
+			t.Errorf("%d ms: the hosts served %.4f of the cap, more than it", i*100, x)
+		}
+	}
+	// In the outage, once the leases ended: each a quarter, host 0 its 20 MiB/s.
+	for i := 62; i < 150; i++ {
+		if got, want := per[i][1], 0.25; math.Abs(got-want) > 0.001 {
+			t.Errorf("%d ms into the outage: host 1 served %.4f of the cap, want its fallback %.2f", i*100, got, want)
+			break
+		}
+	}
+	if m := mean(total[170:]); m < 0.98 {
+		t.Errorf("from 2 s after the server came back: %.4f of the cap, want at least 0.98", m)
+	}
+	if st := w.hosts[1].h.Stats(); st.Failures == 0 || st.Failures > 10*sec/int64(DefaultTimeout)+1 {
+		t.Errorf("host 1 failed %d requests in a 10 s outage, want one each %v", st.Failures, DefaultTimeout)
+	}
+}
+
+// TestHostDies: a host that stops asking holds its lease to its end only;
+// the others share its part from then on.
+func TestHostDies(t *testing.T) {
+	w := newWorld(t, time.Millisecond)
+	w.add(2, Options{}, backlogged)
+	w.hosts[1].dead = func(now int64) bool { return now >= 3*sec }
+	total, _ := w.run(6*sec, 100*ms)
+	// From 3 s: host 0 alone; its half, then all once host 1's lease
+	// ended and host 0 asked again.
+	end := 30 + int(DefaultLease/time.Duration(100*ms)) + 2
+	if m := mean(total[end:]); m < 0.98 {
+		t.Errorf("from %d ms: %.4f of the cap, want at least 0.98", end*100, m)
+	}
+	for i := 30; i < end-3; i++ {
+		if total[i] > 0.51 {
+			t.Errorf("%d ms: %.4f of the cap while the dead host's lease held", i*100, total[i])
+		}
+	}
+}
+
+// TestSkew: the hosts' clocks set hours apart change nothing: what each
+// served is what it serves with the clocks together.
+func TestSkew(t *testing.T) {
+	run := func(skews []int64) [][]float64 {
+		w := newWorld(t, 2*time.Millisecond)
+		w.add(3, Options{}, func(i int, now int64) float64 {
+			if i == 0 && now > 2*sec {
+				return 5 << 20
+			}
+			return math.Inf(1)
+		})
+		for i, s := range w.hosts {
+			s.skew = skews[i]
+		}
+		_, per := w.run(4*sec, sec)
+		return per
+	}
+	want := run([]int64{0, 0, 0})
+	got := run([]int64{-3 * 3600 * sec, 2 * 3600 * sec, 17 * sec})
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("per host and second, clocks apart: %.4f; together: %.4f", got, want)
+	}
+}
+
+// TestHundredHosts: a hundred hosts, a third of them reading at a time
+// and the third moving every 3 s, serve 0.98 of the cap or more over the
+// run, and never more than the cap in any second.
+func TestHundredHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a hundred hosts for 12 s of virtual time")
+	}
+	w := newWorld(t, time.Millisecond)
+	w.dt = 2 * ms
+	w.add(100, Options{}, func(i int, now int64) float64 {
+		if (int(now/(3*sec))+i)%3 == 0 {
+			return math.Inf(1)
+		}
+		return 0
+	})
+	total, _ := w.run(12*sec, sec)
+	for i, x := range total {
+		if x > 1.0 {
+			t.Errorf("second %d: the hosts served %.4f of the cap, more than it", i, x)
+		}
+	}
+	if m := mean(total[1:]); m < 0.98 {
+		t.Errorf("the hosts served %.4f of the cap after the first second (%.4f), want at least 0.98", m, total)
+	}
+	var trips int64
+	for _, s := range w.hosts {
+		trips += s.h.Stats().Trips
+	}
+	if perSec := float64(trips) / 100 / 12; perSec > 20 {
+		t.Errorf("a host asked %.1f times a second, more than 20", perSec)
+	}
+}
