@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"sluice/backing"
+	"sluice/cluster"
 	"sluice/internal/mountinfo"
 	"sluice/stack"
 )
@@ -60,6 +61,8 @@ type Status struct {
 	// LastResync is how the last resync ended: "ok" or its error; empty
 	// before one has ended.
 	LastResync string `json:"last_resync,omitempty"`
+	// Cluster is the cluster whose mounts share the groups' caps, if any.
+	Cluster *cluster.Status `json:"cluster,omitempty"`
 }
 
 // PassOpens is how many files of a group are open by passthrough.
@@ -540,6 +543,9 @@ func (s Status) Format(exact bool) string {
 	out := fmt.Sprintf("%s on %s at %s\n%sbacking files read %s; %s reads past SOURCE's page cache\n%s%s%s",
 		s.Source, s.Mountpoint, s.Time.Format(time.RFC3339), transportLine(s.Transport), s.Backing, count(s.ColdReads), passLine(s.Passthrough),
 		flightLine(s.InFlight), s.Metrics.Format(exact))
+	if s.Cluster != nil {
+		out += clusterLines(s.Cluster, exact)
+	}
 	if len(s.Mirrors) == 0 {
 		return out
 	}
@@ -556,4 +562,33 @@ func (s Status) Format(exact bool) string {
 		out += "last resync: " + s.LastResync + "\n"
 	}
 	return out
+}
+
+// clusterLines renders the cluster's state: the server and its round
+// trips, then per shared cap this host's rate, its use and every host's.
+func clusterLines(c *cluster.Status, exact bool) string {
+	size, count := stack.Units(exact)
+	var b strings.Builder
+	state := "leasing"
+	if !c.Answered {
+		state = "no answer (" + c.LastErr + "): caps held at their leases to their end, then at the cap over the hosts seen"
+	}
+	fmt.Fprintf(&b, "cluster %s as %s, Redis %s: %s\n", c.Name, c.Host, c.URL, state)
+	fmt.Fprintf(&b, "  %d hosts seen in the last minute; %s round trips (%.1f a second), %d failed; round trip %s, at most %s\n",
+		c.Seen, count(c.Trips), c.TripsPerSec, c.Failures, time.Duration(c.RTTUs)*time.Microsecond, time.Duration(c.RTTMaxUs)*time.Microsecond)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "  group\tcap\tshared\there\tused here\tused by all\thosts\t\n")
+	for _, x := range c.Caps {
+		unit := func(v int64) string { return count(v) + "/s" }
+		if strings.HasSuffix(x.Key, "bps") {
+			unit = func(v int64) string { return size(v) + "/s" }
+		}
+		here := unit(x.Rate)
+		if !x.Leased {
+			here += " (fallback)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", x.Group, x.Key, unit(x.Shared), here, unit(x.Use), unit(x.Total), x.Holders)
+	}
+	tw.Flush()
+	return b.String()
 }

@@ -210,6 +210,14 @@ func (e *Engine) SetLease(path string, l throttle.Lease) {
 	e.apply(e.st.SetLease(e.now(), path, l))
 }
 
+// Capped returns the figures of every group with a cap of its own
+// (stack.Stack.Capped).
+func (e *Engine) Capped() []stack.GroupMetrics {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.st.Capped(e.now())
+}
+
 // Metrics returns a snapshot of the stack's figures.
 func (e *Engine) Metrics() stack.Metrics {
 	e.mu.Lock()

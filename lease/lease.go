@@ -109,10 +109,16 @@ type Usage struct {
 	// I/Os).
 	Used int64
 	// Waited is the running total, in ns, of the time the group's
-	// requests in the cap's direction waited for the throttle. A group
-	// that waited a tenth of the time since the last request wants more
-	// than it holds.
+	// requests in the cap's direction waited for the throttle, counted
+	// as they go. A group that waited a tenth of the time since the last
+	// request wants more than it holds.
 	Waited int64
+	// Waiting is how long the group's longest-waiting request in the
+	// cap's direction has waited so far (0: none waits). A group with one
+	// waiting Renew/10 or longer wants more than it holds, whatever
+	// Waited says: a request held at a lease of almost nothing has not
+	// gone yet to be counted there.
+	Waiting int64
 }
 
 // Request is one ask for every cap the host shares.
@@ -284,13 +290,18 @@ func (h *Host) Request(now int64, use []Usage) Request {
 			c = &held{}
 			h.caps[u.Key] = c
 		}
-		measured := c.taken && now > c.at
+		// Rates over less than Renew/10 say little: the last ones stand.
+		measured := c.taken && now-c.at >= int64(h.opts.Renew)/10
 		if measured {
 			dt := now - c.at
 			c.rate = max(0, (u.Used-c.used)*int64(time.Second)/dt)
-			c.wants = (u.Waited-c.waited)*10 >= dt
+			c.wants = (u.Waited-c.waited)*10 >= dt || h.stuck(u)
+			c.used, c.waited, c.at = u.Used, u.Waited, now
 		}
-		c.limit, c.used, c.waited, c.at, c.taken = u.Limit, u.Used, u.Waited, now, true
+		if !c.taken {
+			c.used, c.waited, c.at, c.taken = u.Used, u.Waited, now, true
+		}
+		c.limit = u.Limit
 		d := int64(-1)
 		if measured && !c.wants {
 			// Room to grow by a sixteenth before the next answer: a
@@ -340,7 +351,7 @@ func (h *Host) Early(now int64, use []Usage) bool {
 			c.polled, c.pollAt, c.pollWaited = true, now, u.Waited
 		}
 		if dt := now - c.pollAt; dt >= int64(h.opts.Renew)/10 {
-			c.recent = (u.Waited-c.pollWaited)*10 >= dt
+			c.recent = (u.Waited-c.pollWaited)*10 >= dt || h.stuck(u)
 			c.pollAt, c.pollWaited = now, u.Waited
 		}
 		switch {
@@ -368,6 +379,10 @@ const (
 	earlyRate  = 10
 	earlyBurst = 4
 )
+
+// stuck reports whether u's group has a request waiting Renew/10 or
+// longer.
+func (h *Host) stuck(u Usage) bool { return u.Waiting >= int64(h.opts.Renew)/10 }
 
 // Answer takes the reply to the request in flight, at now.
 func (h *Host) Answer(now int64, r Reply) {
@@ -403,14 +418,14 @@ func (h *Host) Answer(now int64, r Reply) {
 }
 
 // Fail takes the loss of the request in flight, at now: no answer, or an
-// error. The next request is due at once.
+// error. The next request is due a Renew later.
 func (h *Host) Fail(now int64) {
 	if !h.flying {
 		return
 	}
 	h.stats.Failures++
 	h.flying = false
-	h.next = now
+	h.next = now + int64(h.opts.Renew)
 	if h.answered {
 		h.answered = false
 		h.rejoin = 0

@@ -317,8 +317,8 @@ func TestSkew(t *testing.T) {
 // and the third moving every 3 s, serve 0.98 of the cap or more over the
 // run, and never more than the cap in any second.
 func TestHundredHosts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a hundred hosts for 12 s of virtual time")
+	if testing.Short() || raceOn {
+		t.Skip("skipping: a hundred hosts for 12 s of virtual time take minutes with the race detector or -short; test.sh runs it without")
 	}
 	w := newWorld(t, time.Millisecond)
 	w.dt = 2 * ms

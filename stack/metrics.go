@@ -147,6 +147,10 @@ type GroupMetrics struct {
 	// ReadWait and WriteWait count device reads and writes by how long
 	// each waited for the throttle (for exporters; not in stat's JSON).
 	ReadWait, WriteWait WaitHistogram `json:"-"`
+	// Waiting is, per direction, how long the group's longest-waiting
+	// request has waited so far (0: none waits); Stack.Capped alone sets
+	// it.
+	Waiting [2]int64 `json:"-"`
 }
 
 // Metrics is a snapshot of the stack's figures.
@@ -168,6 +172,31 @@ func (s *Stack) Metrics() Metrics {
 	}
 	sort.Slice(m.Groups, func(i, j int) bool { return m.Groups[i].Group < m.Groups[j].Group })
 	return m
+}
+
+// Capped returns the figures of every group with a cap of its own (its
+// limits, not its lease), sorted by path, whether or not it has moved a
+// byte yet, with how long its longest-waiting read and write have waited
+// at now.
+func (s *Stack) Capped(now int64) []GroupMetrics {
+	var out []GroupMetrics
+	for _, g := range s.tree.Groups() {
+		l := g.Limits()
+		if l.RBPS == 0 && l.WBPS == 0 && l.RIOPS == 0 && l.WIOPS == 0 {
+			continue
+		}
+		m := GroupMetrics{Group: g.Path(), Limits: group.FormatLimits(l), Limit: l}
+		if c := s.stats[g]; c != nil {
+			m.Counters = c.Counters
+		}
+		for _, d := range []throttle.Dir{throttle.Read, throttle.Write} {
+			if enq, ok := s.queue.Oldest(g, d); ok {
+				m.Waiting[d] = max(now-enq, 1)
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // String renders the snapshot for a person: per group, a heading with

@@ -223,6 +223,32 @@ func NewQueue(t *Tree) *Queue {
 // Len returns the number of queued requests.
 func (q *Queue) Len() int { return q.n }
 
+// Oldest returns when the longest-waiting request of direction d queued
+// in g or below it was pushed, and false when there is none.
+func (q *Queue) Oldest(g *Group, d Dir) (enq int64, ok bool) {
+	for x, n := range q.nodes {
+		if n.backlog == 0 {
+			continue
+		}
+		below := false
+		for y := x; y != nil; y = y.up {
+			if y == g {
+				below = true
+				break
+			}
+		}
+		if !below {
+			continue
+		}
+		for _, f := range n.fifo[d] {
+			if f.head != nil && (!ok || f.head.enq < enq) {
+				enq, ok = f.head.enq, true
+			}
+		}
+	}
+	return enq, ok
+}
+
 func (q *Queue) node(g *Group) *qnode {
 	if n := q.nodes[g]; n != nil {
 		return n

@@ -106,7 +106,7 @@ func TestHelpFlags(t *testing.T) {
 	var out bytes.Buffer
 	run([]string{"help", "mount"}, &out, io.Discard)
 	last := -1
-	for _, g := range []string{groupLimits, groupCache, groupMirror, groupMount, groupLog} {
+	for _, g := range []string{groupLimits, groupCache, groupMirror, groupMount, groupLog, groupHosts} {
 		i := strings.Index(out.String(), "\n"+g+":\n")
 		if i <= last {
 			t.Errorf("help mount: group %q at %d, after the one before at %d", g, i, last)

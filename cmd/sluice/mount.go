@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sluice/backing"
+	"sluice/cluster"
 	"sluice/control"
 	"sluice/fsys"
 	"sluice/group"
@@ -119,6 +121,8 @@ type mountOpts struct {
 	readOnly    bool
 	noExec      bool
 	unmountDead bool
+	// The cluster whose mounts share the groups' caps (package cluster).
+	cluster, clusterName, clusterHost string
 }
 
 // The groups mount's flags are listed under in its help.
@@ -128,6 +132,7 @@ const (
 	groupMirror = "Mirror sets"
 	groupMount  = "Mounting"
 	groupLog    = "Logging and metrics"
+	groupHosts  = "Limits shared across hosts"
 )
 
 // cacheModes, logLevels and mapDirtyWords are the words --cache-mode,
@@ -187,6 +192,11 @@ func mountFlags() (*pflag.FlagSet, *mountOpts) {
 	fs.DurationVar(&o.metricsTimeout, "metrics-timeout", md.ReadHeaderTimeout, "longest a metrics connection may take to send its request or to take its answer, or wait for its next request")
 	fs.IntVar(&o.metricsConns, "metrics-max-conns", md.MaxConns, "most metrics connections served at once (more are closed as they come)")
 	flagDoc(fs, groupLog, map[string]string{"log-level": "LEVEL", "metrics-listen": "ADDR"})
+
+	fs.StringVar(&o.cluster, "cluster", "", "a Redis server through which every mount of the same --cluster-name shares its groups' caps (rbps, wbps, riops, wiops), each summed over the hosts: redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss:// for TLS, or unix:///PATH. Each host leases its part ten times a second, off the I/O path; without answers it keeps its lease to its end (1 s), then holds each cap over the hosts seen in the last minute")
+	fs.StringVar(&o.clusterName, "cluster-name", "", "the cluster's name: mounts of one name share the caps of groups of the same path (required with --cluster)")
+	fs.StringVar(&o.clusterHost, "cluster-host", "", "this mount's name in the cluster, unique among its mounts (default: HOSTNAME:MOUNTPOINT)")
+	flagDoc(fs, groupHosts, map[string]string{"cluster": "URL", "cluster-name": "NAME", "cluster-host": "NAME"})
 	return fs, o
 }
 
@@ -263,6 +273,23 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 		log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	}
 	t := &target{m: m, opts: opts, args: args, config: config, flags: flagValues(o)}
+	if o.cluster != "" {
+		host := o.clusterHost
+		if host == "" {
+			name, _ := os.Hostname()
+			host = name + ":" + opts.Mountpoint
+		}
+		cl, err := cluster.Join(context.Background(), m.Engine(), cluster.Options{URL: o.cluster, Name: o.clusterName, Host: host,
+			Log: func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }})
+		if err != nil {
+			m.Unmount()
+			m.Wait()
+			return usagef("--cluster %v", err)
+		}
+		defer cl.Close()
+		t.cluster = cl
+		log.Info("cluster", "name", o.clusterName, "host", host, "redis", cluster.Redacted(o.cluster))
+	}
 	srv, err := control.Listen(opts.Mountpoint, t)
 	if err != nil {
 		m.Unmount()
@@ -338,6 +365,8 @@ type target struct {
 
 	mu   sync.Mutex
 	opts fsys.Options
+	// cluster is the mount's cluster, if it shares caps with other hosts.
+	cluster *cluster.Cluster
 }
 
 func (t *target) Status() control.Status {
@@ -352,6 +381,10 @@ func (t *target) Status() control.Status {
 	}
 	for _, x := range t.m.InFlight() {
 		st.InFlight = append(st.InFlight, control.InFlight(x))
+	}
+	if t.cluster != nil {
+		cs := t.cluster.Status()
+		st.Cluster = &cs
 	}
 	if ms := t.m.Mirrors(); ms != nil {
 		st.Source = strings.Join(ms.Dirs(), ":") // mirrors added since the mount too
@@ -502,6 +535,16 @@ func (s metricSource) Mirrors() []backing.MirrorStats {
 // the mount's options, or a usage error naming the flag.
 func mountOptions(fs *pflag.FlagSet, o *mountOpts, pos []string, stderr io.Writer) (opts fsys.Options, err error) {
 	opts = fsys.Options{AllowOther: o.allow, Passthrough: o.pass, Debug: o.debug, ReadPolicy: o.policy, Transport: o.transport}
+	switch {
+	case o.cluster != "" && o.clusterName == "":
+		return opts, usagef("--cluster %s needs --cluster-name NAME: the mounts of one name share their groups' caps", cluster.Redacted(o.cluster))
+	case o.cluster == "" && (o.clusterName != "" || o.clusterHost != ""):
+		return opts, usagef("--cluster-name and --cluster-host name this mount in a cluster: give --cluster URL too")
+	case o.cluster != "":
+		if _, err := cluster.ParseURL(o.cluster); err != nil {
+			return opts, usagef("--cluster %v", err)
+		}
+	}
 	switch o.transport {
 	case fsys.TransportAuto, fsys.TransportDev:
 	case fsys.TransportURing:

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"sluice/control"
+)
+
+// redisServer runs a real redis-server on a Unix socket in dir, with no
+// persistence (a restart forgets every lease), and returns its URL.
+type redisServer struct {
+	t    *testing.T
+	sock string
+	args []string
+	cmd  *exec.Cmd
+}
+
+func startRedis(t *testing.T, dir string, extra ...string) *redisServer {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("skipping: redis-server is not installed (apt-get install redis-server)")
+	}
+	r := &redisServer{t: t, sock: filepath.Join(dir, "redis.sock")}
+	r.args = append([]string{"--port", "0", "--unixsocket", r.sock, "--unixsocketperm", "700", "--save", "", "--appendonly", "no"}, extra...)
+	r.start()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *redisServer) url() string { return "unix://" + r.sock }
+
+func (r *redisServer) start() {
+	r.t.Helper()
+	r.cmd = exec.Command("redis-server", r.args...)
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.Dial("unix", r.sock); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("redis-server did not listen on %s", r.sock)
+		}
+	}
+}
+
+func (r *redisServer) stop() {
+	if r.cmd != nil {
+		r.cmd.Process.Kill()
+		r.cmd.Wait()
+		r.cmd = nil
+		os.Remove(r.sock)
+	}
+}
+
+// fioRead runs fio as uid 4201, reading f directly for secs seconds, and
+// returns it to wait for with its bytes read and its longest read, µs.
+func fioRead(t *testing.T, f string, secs int) func() (bytes int64, maxLatUs float64) {
+	t.Helper()
+	cmd := exec.Command("fio", "--name=r", "--filename="+f, "--rw=read", "--bs=64k", "--direct=1", "--ioengine=psync",
+		"--time_based", fmt.Sprintf("--runtime=%d", secs), "--output-format=json")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4201, Gid: 4201}}
+	cmd.Dir = "/"
+	out := new(strings.Builder)
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return func() (int64, float64) {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("fio on %s: %v\n%s", f, err, out)
+		}
+		var res struct {
+			Jobs []struct {
+				Read struct {
+					IOBytes int64 `json:"io_bytes"`
+					ClatNs  struct {
+						Max float64 `json:"max"`
+					} `json:"clat_ns"`
+				} `json:"read"`
+			} `json:"jobs"`
+		}
+		if err := json.Unmarshal([]byte(out.String()), &res); err != nil || len(res.Jobs) != 1 {
+			t.Fatalf("fio's output: %v\n%s", err, out)
+		}
+		return res.Jobs[0].Read.IOBytes, res.Jobs[0].Read.ClatNs.Max / 1e3
+	}
+}
+
+// TestClusterShare: two mounts of one cluster, each serving a reader of
+// group builds (uid 4201) whose cap is rbps=16MiB, read 16 MiB/s between
+// them, not 32; one alone reads all of it; with Redis killed, no read
+// waits past a lease and the two keep within the cap (each at half, the
+// cap over the two hosts seen); with Redis back, they share it again.
+// Each figure is measured over its run as the readers saw it.
+func TestClusterShare(t *testing.T) {
+	needMount(t)
+	if _, err := exec.LookPath("fio"); err != nil {
+		t.Skip("skipping: fio is not installed")
+	}
+	dir, src, _ := srcMnt(t)
+	r := startRedis(t, dir)
+	const capBPS = 16 << 20
+	// A file for each reader of each phase: what one phase read is in
+	// sluice's cache, and a read from it is no read of SOURCE.
+	for p := range 4 {
+		for _, name := range []string{"a", "b"} {
+			f, err := os.Create(filepath.Join(src, fmt.Sprint(name, p)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Truncate(256 << 20)
+			f.Close()
+		}
+	}
+	var mnts []string
+	var daemons []*exec.Cmd
+	var exits []chan struct{}
+	for _, host := range []string{"h1", "h2"} {
+		mnt := filepath.Join(dir, "m"+host)
+		os.Mkdir(mnt, 0o755)
+		mnts = append(mnts, mnt)
+		cmd, _, exited, _ := startMount(t, mnt, "mount", "--group", "builds uid=4201", "--limit", "builds rbps=16MiB",
+			"--cluster", r.url(), "--cluster-name", "t", "--cluster-host", host, "--cache-mode", "direct", src, mnt)
+		daemons, exits = append(daemons, cmd), append(exits, exited)
+	}
+	n := 0
+	phase := func(what string, secs int, hosts int) (total float64, maxLatUs float64) {
+		var waits []func() (int64, float64)
+		for i, name := range []string{"a", "b"}[:hosts] {
+			waits = append(waits, fioRead(t, filepath.Join(mnts[i], fmt.Sprint(name, n)), secs))
+		}
+		n++
+		var sum int64
+		for _, w := range waits {
+			n, lat := w()
+			sum += n
+			maxLatUs = max(maxLatUs, lat)
+		}
+		total = float64(sum) / float64(secs) / capBPS
+		t.Logf("%s: %.3f of the cap, longest read %.0f ms", what, total, maxLatUs/1e3)
+		return total, maxLatUs
+	}
+	if got, _ := phase("two hosts", 6, 2); got < 0.93 || got > 1.03 {
+		t.Errorf("two hosts read %.3f of their shared cap, want 0.93-1.03", got)
+	}
+	if got, _ := phase("one host alone", 4, 1); got < 0.9 || got > 1.03 {
+		t.Errorf("one host alone read %.3f of the shared cap, want 0.9-1.03", got)
+	}
+	out, err := sluice("stat", mnts[0]).Output()
+	if err != nil || !strings.Contains(string(out), "cluster t as h1") || !strings.Contains(string(out), "16.0 MiB/s") {
+		t.Errorf("stat of a cluster's mount: %v\n%s", err, out)
+	}
+
+	// Redis killed for 4 s of a 10 s run, then started afresh.
+	go func() {
+		time.Sleep(2 * time.Second)
+		r.stop()
+		time.Sleep(4 * time.Second)
+		r.start()
+	}()
+	got, lat := phase("Redis down 4 s of 10", 10, 2)
+	if got > 1.03 || got < 0.85 {
+		t.Errorf("with Redis down for 4 s of 10, the hosts read %.3f of the cap, want 0.85-1.03", got)
+	}
+	if lat > 1.5e6 {
+		t.Errorf("with Redis down, a read took %.0f ms, more than a lease (1 s) and then some", lat/1e3)
+	}
+	if got, _ := phase("Redis back", 4, 2); got < 0.93 || got > 1.03 {
+		t.Errorf("with Redis back, two hosts read %.3f of their shared cap, want 0.93-1.03", got)
+	}
+	var st control.Status
+	out, _ = sluice("stat", "--json", mnts[1]).Output()
+	if json.Unmarshal(out, &st) != nil || st.Cluster == nil || st.Cluster.Failures == 0 || !st.Cluster.Answered || len(st.Cluster.Caps) != 1 {
+		t.Errorf("stat --json after the outage: want failures counted and leases again:\n%s", out)
+	}
+
+	// A mount that stops gives its lease back at once.
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: r.sock})
+	defer rdb.Close()
+	key := "sluice:{t}:rbps:builds"
+	if held, err := rdb.HGetAll(context.Background(), key).Result(); err != nil || held["h2"] == "" {
+		t.Fatalf("%s while h2 serves: %v, %v", key, held, err)
+	}
+	daemons[1].Process.Signal(syscall.SIGTERM)
+	<-exits[1]
+	if held, err := rdb.HGetAll(context.Background(), key).Result(); err != nil || held["h2"] != "" || held["h1"] == "" {
+		t.Errorf("%s once h2 stopped: %v, %v; want h1's lease alone", key, held, err)
+	}
+}
+
+// TestClusterRefused: a mount whose Redis cannot be reached, refuses its
+// password, or is given without a cluster name, does not start, and says
+// so naming the flag.
+func TestClusterRefused(t *testing.T) {
+	needMount(t)
+	dir, src, mnt := srcMnt(t)
+	r := startRedis(t, dir, "--requirepass", "secret")
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--cluster", "unix://" + filepath.Join(dir, "none.sock"), "--cluster-name", "t"}, []string{"--cluster unix://", "no such file or directory"}},
+		{[]string{"--cluster", "unix://:wrong@" + r.sock, "--cluster-name", "t"}, []string{"--cluster unix://:xxxxx@", "WRONGPASS"}},
+		{[]string{"--cluster", r.url(), "--cluster-name", "t"}, []string{"--cluster", "NOAUTH"}},
+		{[]string{"--cluster", r.url()}, []string{"--cluster unix://", "needs --cluster-name"}},
+		{[]string{"--cluster-name", "t"}, []string{"give --cluster URL too"}},
+		{[]string{"--cluster", "http://x", "--cluster-name", "t"}, []string{"--cluster \"http://x\"", "want redis://"}},
+	} {
+		args := append(append([]string{"mount", "--limit", "builds rbps=1MiB"}, tc.args...), src, mnt)
+		out, err := sluice(args...).CombinedOutput()
+		if isMounted(mnt) {
+			exec.Command("umount", "-l", mnt).Run()
+		}
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(string(out), w) {
+				t.Errorf("sluice %s: %v, want it refused saying %q:\n%s", strings.Join(tc.args, " "), err, w, out)
+				break
+			}
+		}
+		if strings.Contains(string(out), "secret") || strings.Contains(string(out), ":wrong@") {
+			t.Errorf("sluice %s shows the password:\n%s", strings.Join(tc.args, " "), out)
+		}
+	}
+	// The right password is taken.
+	cmd, _, exited, _ := startMount(t, mnt, "mount", "--limit", "builds rbps=1MiB", "--cluster", "unix://:secret@"+r.sock, "--cluster-name", "t", src, mnt)
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-exited
+}
