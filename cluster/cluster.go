@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
 	"sync"
 	"time"
 
@@ -277,13 +276,11 @@ func (c *Cluster) Close() {
 	holds := c.h.Holds(c.now())
 	c.mu.Unlock()
 	if len(holds) > 0 {
-		var req lease.Request
-		for _, x := range holds {
-			req.Keys = append(req.Keys, x.Key)
-			req.Limits, req.Demands, req.Used = append(req.Limits, 0), append(req.Demands, 0), append(req.Used, 0)
+		ks := make([]lease.Key, len(holds))
+		for i, x := range holds {
+			ks[i] = x.Key
 		}
-		keys, _ := req.Args(c.opts.Name, c.opts.Host, c.h.Options())
-		c.release.Run(ctx, c.rdb, keys, c.opts.Host)
+		c.release.Run(ctx, c.rdb, lease.RedisKeys(c.opts.Name, ks), c.opts.Host)
 	}
 	for g := range c.leased {
 		c.eng.SetLease(g, throttle.Lease{})
@@ -344,10 +341,9 @@ func (c *Cluster) Status() Status {
 	if c.lastErr != nil && !s.Answered {
 		s.LastErr = c.lastErr.Error()
 	}
-	for _, x := range c.h.Holds(now) {
+	for _, x := range c.h.Holds(now) { // sorted by group and cap
 		s.Caps = append(s.Caps, Cap{Group: x.Group, Key: x.Cap, Limit: x.Limit, Shared: x.Shared, Rate: x.Rate,
 			Leased: x.Leased, Use: x.Use, Total: x.Total, Holders: x.Holders})
 	}
-	sort.SliceStable(s.Caps, func(i, j int) bool { return s.Caps[i].Group < s.Caps[j].Group })
 	return s
 }

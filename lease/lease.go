@@ -25,6 +25,7 @@
 package lease
 
 import (
+	"cmp"
 	_ "embed"
 	"fmt"
 	"slices"
@@ -39,7 +40,7 @@ import (
 var Script string
 
 // ReleaseScript gives back the leases of the host ARGV[1]: KEYS as
-// Request.Args makes them. A host that stops cleanly runs it, so that
+// RedisKeys makes them. A host that stops cleanly runs it, so that
 // the others need not wait for its leases to end.
 const ReleaseScript = `for k = 1, #KEYS do redis.call('HDEL', KEYS[k], ARGV[1]) end return 0`
 
@@ -134,14 +135,22 @@ type Request struct {
 // a Redis cluster.
 func (r Request) Args(name, host string, o Options) (keys []string, args []any) {
 	o.defaults()
-	prefix := "sluice:{" + name + "}:"
-	keys = append(keys, prefix+"hosts")
 	args = append(args, host, o.Lease.Milliseconds(), o.Seen.Milliseconds())
-	for i, k := range r.Keys {
-		keys = append(keys, prefix+k.Cap+":"+k.Group)
+	for i := range r.Keys {
 		args = append(args, r.Limits[i], r.Demands[i], r.Used[i])
 	}
-	return keys, args
+	return RedisKeys(name, r.Keys), args
+}
+
+// RedisKeys returns the Redis keys of the cluster name's hosts and of the
+// caps ks, in that order, as Script and ReleaseScript take them.
+func RedisKeys(name string, ks []Key) []string {
+	prefix := "sluice:{" + name + "}:"
+	keys := []string{prefix + "hosts"}
+	for _, k := range ks {
+		keys = append(keys, prefix+k.Cap+":"+k.Group)
+	}
+	return keys
 }
 
 // Reply is the server's answer to a Request.
@@ -472,19 +481,7 @@ func (h *Host) Holds(now int64) []Held {
 		out = append(out, x)
 	}
 	slices.SortFunc(out, func(a, b Held) int {
-		if a.Group != b.Group {
-			if a.Group < b.Group {
-				return -1
-			}
-			return 1
-		}
-		if a.Cap < b.Cap {
-			return -1
-		}
-		if a.Cap > b.Cap {
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Cap, b.Cap))
 	})
 	return out
 }
