@@ -189,9 +189,10 @@ func (s *Stack) Capped(now int64) []GroupMetrics {
 		if c := s.stats[g]; c != nil {
 			m.Counters = c.Counters
 		}
-		for _, d := range []throttle.Dir{throttle.Read, throttle.Write} {
-			if enq, ok := s.queue.Oldest(g, d); ok {
-				m.Waiting[d] = max(now-enq, 1)
+		enq, ok := s.queue.Oldest(g)
+		for d := range enq {
+			if ok[d] {
+				m.Waiting[d] = max(now-enq[d], 1)
 			}
 		}
 		out = append(out, m)

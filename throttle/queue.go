@@ -223,26 +223,25 @@ func NewQueue(t *Tree) *Queue {
 // Len returns the number of queued requests.
 func (q *Queue) Len() int { return q.n }
 
-// Oldest returns when the longest-waiting request of direction d queued
-// in g or below it was pushed, and false when there is none.
-func (q *Queue) Oldest(g *Group, d Dir) (enq int64, ok bool) {
+// Oldest returns, per direction, when the longest-waiting request queued
+// in g or below it was pushed, ok false where there is none.
+func (q *Queue) Oldest(g *Group) (enq [2]int64, ok [2]bool) {
 	for x, n := range q.nodes {
 		if n.backlog == 0 {
 			continue
 		}
-		below := false
-		for y := x; y != nil; y = y.up {
-			if y == g {
-				below = true
-				break
-			}
+		y := x
+		for y != nil && y != g {
+			y = y.up
 		}
-		if !below {
+		if y == nil {
 			continue
 		}
-		for _, f := range n.fifo[d] {
-			if f.head != nil && (!ok || f.head.enq < enq) {
-				enq, ok = f.head.enq, true
+		for d := range n.fifo {
+			for _, f := range n.fifo[d] {
+				if f.head != nil && (!ok[d] || f.head.enq < enq[d]) {
+					enq[d], ok[d] = f.head.enq, true
+				}
 			}
 		}
 	}

@@ -347,3 +347,30 @@ func slicesDelete(s []*Request, r *Request) []*Request {
 	}
 	return s
 }
+
+// TestOldest: a group's longest-waiting request, per direction, counts
+// the requests queued below it, and no other group's.
+func TestOldest(t *testing.T) {
+	tree := New(Config{})
+	tree.SetLimits(0, "p", Limits{RBPS: 1, WBPS: 1})
+	q := NewQueue(tree)
+	p, a, b := tree.Group("p"), tree.Group("p/a"), tree.Group("b")
+	for _, r := range []*Request{
+		{Group: a, Dir: Read, Bytes: 4096},
+		{Group: p, Dir: Read, Bytes: 4096},
+		{Group: b, Dir: Write, Bytes: 4096},
+	} {
+		q.Push(int64(len(q.nodes))*ms, r)
+	}
+	// Nothing is released: p admits one byte a second, and b's write is
+	// queued until Release runs.
+	if enq, ok := q.Oldest(p); !ok[Read] || ok[Write] || enq[Read] != q.nodes[a].fifo[Read][Demand].head.enq {
+		t.Errorf("Oldest(p) = %v, %v; want a's read, no write", enq, ok)
+	}
+	if _, ok := q.Oldest(b); ok[Read] || !ok[Write] {
+		t.Errorf("Oldest(b) = %v; want its write alone", ok)
+	}
+	if _, ok := q.Oldest(tree.Group("c")); ok[Read] || ok[Write] {
+		t.Errorf("Oldest(c) = %v; want nothing", ok)
+	}
+}

@@ -372,9 +372,6 @@ func (g *Group) setCaps(now int64) {
 	}
 }
 
-// Lease returns the group's lease (Tree.SetLease).
-func (g *Group) Lease() Lease { return g.lease }
-
 // Caps returns the group's own limits with each cap as it holds here: the
 // lease where one is set, never above the cap.
 func (g *Group) Caps() Limits {
