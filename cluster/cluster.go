@@ -105,6 +105,9 @@ func Join(ctx context.Context, eng Engine, o Options) (*Cluster, error) {
 	if o.Name == "" {
 		return nil, errors.New("no cluster name")
 	}
+	// go-redis logs each failed dial on its own; the cluster reports the
+	// same failures once, as they change, through Options.Log.
+	quietOnce.Do(func() { redis.SetLogger(quiet{}) })
 	h := lease.NewHost(o.Lease)
 	lo := h.Options()
 	ro.MaxRetries = -1
@@ -138,6 +141,12 @@ func Join(ctx context.Context, eng Engine, o Options) (*Cluster, error) {
 	go c.run()
 	return c, nil
 }
+
+var quietOnce sync.Once
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 func (c *Cluster) now() int64 { return int64(time.Since(c.epoch)) }
 
@@ -303,10 +312,14 @@ type Status struct {
 	Failures    int64   `json:"failures"`
 	TripsPerSec float64 `json:"round_trips_per_sec"`
 	// RTTUs and RTTMaxUs are the last and the largest round trip, µs.
-	RTTUs    int64  `json:"rtt_us"`
-	RTTMaxUs int64  `json:"rtt_max_us"`
-	LastErr  string `json:"last_error,omitempty"`
-	Caps     []Cap  `json:"caps"`
+	RTTUs    int64 `json:"rtt_us"`
+	RTTMaxUs int64 `json:"rtt_max_us"`
+	// RTTCounts counts the round trips by lease.RTTBounds, RTTSumNs is
+	// their sum: what /metrics exports as a histogram.
+	RTTCounts []int64 `json:"-"`
+	RTTSumNs  int64   `json:"-"`
+	LastErr   string  `json:"last_error,omitempty"`
+	Caps      []Cap   `json:"caps"`
 }
 
 // Cap is one shared cap's state.
@@ -334,7 +347,8 @@ func (c *Cluster) Status() Status {
 	now := c.now()
 	st := c.h.Stats()
 	s := Status{URL: Redacted(c.opts.URL), Name: c.opts.Name, Host: c.opts.Host, Answered: c.h.Answered(),
-		Seen: c.h.Seen(), Trips: st.Trips, Failures: st.Failures, RTTUs: st.RTT / 1e3, RTTMaxUs: st.RTTMax / 1e3}
+		Seen: c.h.Seen(), Trips: st.Trips, Failures: st.Failures, RTTUs: st.RTT / 1e3, RTTMaxUs: st.RTTMax / 1e3,
+		RTTCounts: st.RTTCounts[:], RTTSumNs: st.RTTSum}
 	if d := now - c.started; d > 0 {
 		s.TripsPerSec = float64(st.Trips) * 1e9 / float64(d)
 	}

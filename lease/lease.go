@@ -125,9 +125,11 @@ type Usage struct {
 // Request is one ask for every cap the host shares.
 type Request struct {
 	Keys []Key
-	// Limits, Demands and Used are per key: the host's cap, its demand
-	// per second (-1: as much as it can get) and its use per second.
-	Limits, Demands, Used []int64
+	// Limits, Demands, Used and Most are per key: the host's cap, its
+	// demand per second (-1: as much as it can get), its use per second,
+	// and the most it will take (-1: no bound; rejoining after a gap, its
+	// fallback).
+	Limits, Demands, Used, Most []int64
 }
 
 // Args returns the request's keys and arguments for Script: the Redis
@@ -137,7 +139,7 @@ func (r Request) Args(name, host string, o Options) (keys []string, args []any) 
 	o.defaults()
 	args = append(args, host, o.Lease.Milliseconds(), o.Seen.Milliseconds())
 	for i := range r.Keys {
-		args = append(args, r.Limits[i], r.Demands[i], r.Used[i])
+		args = append(args, r.Limits[i], r.Demands[i], r.Used[i], r.Most[i])
 	}
 	return RedisKeys(name, r.Keys), args
 }
@@ -254,9 +256,18 @@ type Stats struct {
 	Trips, Failures int64
 	// RTT is the last answer's round trip, ns; RTTMax the largest.
 	RTT, RTTMax int64
+	// RTTCounts counts the answers' round trips by RTTBounds: entry i
+	// those of at most RTTBounds[i] and more than the bound before, the
+	// last those above every bound. RTTSum is their sum, ns.
+	RTTCounts [len(RTTBounds) + 1]int64
+	RTTSum    int64
 	// LastAnswer is when the last answer came (0: none yet).
 	LastAnswer int64
 }
+
+// RTTBounds are the upper bounds of Stats.RTTCounts' buckets, ns: from a
+// server on the same host to one past its Timeout.
+var RTTBounds = [...]int64{100e3, 250e3, 500e3, 1e6, 2.5e6, 5e6, 10e6, 25e6, 50e6, 100e6, 250e6, 500e6}
 
 // NewHost returns a Host with nothing shared yet; its first request is
 // due at once.
@@ -317,10 +328,11 @@ func (h *Host) Request(now int64, use []Usage) Request {
 			// group that grows more waits, and then wants more.
 			d = c.rate + c.rate/16 + 1
 		}
+		most := int64(-1)
 		if h.rejoin > 0 || !h.answered {
-			fb := h.fallback(c)
-			if d < 0 || d > fb {
-				d = fb
+			most = h.fallback(c)
+			if d < 0 || d > most {
+				d = most
 			}
 		}
 		c.demand = d
@@ -328,6 +340,7 @@ func (h *Host) Request(now int64, use []Usage) Request {
 		r.Limits = append(r.Limits, u.Limit)
 		r.Demands = append(r.Demands, d)
 		r.Used = append(r.Used, c.rate)
+		r.Most = append(r.Most, most)
 	}
 	for k := range h.caps {
 		if !keep[k] {
@@ -402,6 +415,17 @@ func (h *Host) Answer(now int64, r Reply) {
 	rtt := now - h.sent
 	h.stats.Trips++
 	h.stats.RTT, h.stats.RTTMax, h.stats.LastAnswer = rtt, max(h.stats.RTTMax, rtt), now
+	i := 0
+	for i < len(RTTBounds) && rtt > RTTBounds[i] {
+		i++
+	}
+	h.stats.RTTCounts[i]++
+	h.stats.RTTSum += rtt
+	// Rejoining, the host takes no more than its fallback over the hosts
+	// it saw before the gap too: a server started afresh has seen only
+	// those that asked since, and one host's whole cap would hold the
+	// others' shares until it renewed.
+	rejoinSeen := max(h.seen, r.Seen, 1)
 	h.seen = max(r.Seen, 1)
 	rejoining := h.rejoin > 0 || !h.answered
 	for i, k := range h.keys {
@@ -412,7 +436,7 @@ func (h *Host) Answer(now int64, r Reply) {
 		c.grant, c.fair, c.until, c.granted = r.Grants[i], r.Fairs[i], until, true
 		c.total, c.holders, c.shared = r.Totals[i], r.Holders[i], r.Caps[i]
 		if rejoining {
-			c.grant = min(c.grant, h.fallback(c))
+			c.grant = min(c.grant, fallback(c, rejoinSeen))
 		}
 	}
 	switch {
@@ -443,9 +467,10 @@ func (h *Host) Fail(now int64) {
 
 // fallback is what c holds without a lease: its cap shared equally by
 // the hosts seen.
-func (h *Host) fallback(c *held) int64 {
-	return max(c.limit/int64(max(h.seen, 1)), 1)
-}
+func (h *Host) fallback(c *held) int64 { return fallback(c, h.seen) }
+
+// fallback is c's cap shared equally by seen hosts.
+func fallback(c *held, seen int) int64 { return max(c.limit/int64(max(seen, 1)), 1) }
 
 // Held is what one shared cap holds at a time.
 type Held struct {

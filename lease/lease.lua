@@ -4,9 +4,11 @@
 -- KEYS[1]: hash, host -> when it was last seen (ms of the server's clock).
 -- KEYS[k], k >= 2: hash per shared cap, host -> "grant until demand cap used".
 -- ARGV[1]: the host; ARGV[2]: the lease in ms; ARGV[3]: how long a host
--- counts as seen, in ms. Per cap KEYS[k]: ARGV[3k-2] the host's cap,
--- ARGV[3k-1] its demand (-1: as much as it can get), ARGV[3k] its use, per
--- second.
+-- counts as seen, in ms. Per cap KEYS[k]: ARGV[4k-4] the host's cap,
+-- ARGV[4k-3] its demand (-1: as much as it can get), ARGV[4k-2] its use,
+-- per second, and ARGV[4k-1] the most it will take (-1: no bound), what a
+-- host rejoining after a gap holds itself to: what it is granted is held
+-- from the others, so it is never granted more.
 --
 -- Returns the server's time and the hosts seen, then per cap: the rate
 -- granted, the host's fair share (more than the grant where the others'
@@ -29,8 +31,8 @@ end
 redis.call('PEXPIRE', KEYS[1], window)
 local out = {now, seen}
 for k = 2, #KEYS do
-	local a = 3 * k - 2
-	local mine, demand, used = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+	local a = 4 * k - 4
+	local mine, demand, used, most = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
 	local cap, committed, total, holders = mine, 0, used, 1
 	local want = {demand}
 	local all = redis.call('HGETALL', KEYS[k])
@@ -78,6 +80,9 @@ for k = 2, #KEYS do
 		fair = level
 	else
 		fair = math.min(demand, level)
+	end
+	if most >= 0 and fair > most then
+		fair = most
 	end
 	-- Never more than the others leave: their leases hold until they end.
 	local grant = math.floor(math.max(0, math.min(fair, cap - committed)))

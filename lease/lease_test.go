@@ -218,8 +218,17 @@ func TestDemandMoves(t *testing.T) {
 				t.Errorf("over the run, the hosts served %.4f of the cap, want at least 0.95", m)
 			}
 			for _, s := range w.hosts {
-				if st := s.h.Stats(); st.Trips > 14*20 {
+				st := s.h.Stats()
+				if st.Trips > 14*20 {
 					t.Errorf("%s asked %d times in 14 s, more than 20 a second", s.name, st.Trips)
+				}
+				// Every round trip took the world's rtt: all in its bucket.
+				b := 0
+				for b < len(RTTBounds) && int64(rtt) > RTTBounds[b] {
+					b++
+				}
+				if st.RTTCounts[b] != st.Trips || st.RTTSum != st.Trips*int64(rtt) {
+					t.Errorf("%s: %d round trips of %v counted as %v (sum %v), want all in bucket %d", s.name, st.Trips, rtt, st.RTTCounts, time.Duration(st.RTTSum), b)
 				}
 			}
 		})
@@ -239,6 +248,16 @@ func mean(xs []float64) float64 {
 // the hosts never serve more than the cap together; once the server is
 // back they take their shares again within 2 s, with no burst.
 func TestOutage(t *testing.T) {
+	for _, afresh := range []bool{false, true} {
+		t.Run(map[bool]string{false: "kept", true: "afresh"}[afresh], func(t *testing.T) { outage(t, afresh) })
+	}
+}
+
+// outage is TestOutage with the server's keys kept over the outage, or
+// lost (a server started afresh); either way, no host is starved of its
+// share when it comes back: none asks for more than its fallback over
+// the hosts it saw before, however few the new server has seen.
+func outage(t *testing.T, afresh bool) {
 	w := newWorld(t, time.Millisecond)
 	w.down = func(now int64) bool { return now >= 5*sec && now < 15*sec }
 	// Host 0 reads 20 MiB/s, the others all they can get.
@@ -248,7 +267,12 @@ func TestOutage(t *testing.T) {
 		}
 		return math.Inf(1)
 	})
-	total, per := w.run(20*sec, 100*ms)
+	total, per := w.run(15*sec, 100*ms)
+	if afresh {
+		w.mr.FlushAll()
+	}
+	t2, p2 := w.run(20*sec, 100*ms)
+	total, per = append(total, t2...), append(per, p2...)
 	for i, x := range total {
 		if x > 1.0 {
 			t.Errorf("%d ms: the hosts served %.4f of the cap, more than it", i*100, x)
@@ -259,6 +283,13 @@ func TestOutage(t *testing.T) {
 		if got, want := per[i][1], 0.25; math.Abs(got-want) > 0.001 {
 			t.Errorf("%d ms into the outage: host 1 served %.4f of the cap, want its fallback %.2f", i*100, got, want)
 			break
+		}
+	}
+	for i := 151; i < len(per); i++ {
+		for h := 1; h < 4; h++ {
+			if per[i][h] < 0.2 {
+				t.Errorf("%d ms, the server back: host %d served %.4f of the cap, want a share of it", i*100, h, per[i][h])
+			}
 		}
 	}
 	if m := mean(total[170:]); m < 0.98 {

@@ -2,7 +2,9 @@
 // per group and direction the application's and the device's bytes and
 // I/Os, throttle waits as a histogram, readahead, writeback and dirty
 // bytes; per mirror of a mirror set its reads, bytes, errors, reads in
-// flight, reads hedged, the total time of its reads, latency and state.
+// flight, reads hedged, the total time of its reads, latency and state;
+// for a mount in a cluster its lease requests and their round trips, and
+// per shared cap the cluster's cap and use, this host's lease and use.
 // Every scrape reads a fresh snapshot.
 package metrics
 
@@ -13,15 +15,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"sluice/backing"
+	"sluice/cluster"
+	"sluice/lease"
 	"sluice/stack"
 	"sluice/throttle"
 )
 
-// Source is what the exporter reads: the stack's snapshot and, for a
-// mirror set, its mirrors (nil otherwise).
+// Source is what the exporter reads: the stack's snapshot, for a mirror
+// set its mirrors (nil otherwise), and for a mount in a cluster the
+// cluster's state (nil otherwise).
 type Source interface {
 	Metrics() stack.Metrics
 	Mirrors() []backing.MirrorStats
+	Cluster() *cluster.Status
 }
 
 // Handler serves /metrics for src, with the Go runtime's and the
@@ -63,6 +69,19 @@ var (
 	dPeriods   = prometheus.NewDesc("sluice_device_periods_total", "Periods the capacity of the shared device was decided for (all), and those it was saturated in.", []string{"outcome"}, nil)
 	dCost      = prometheus.NewDesc("sluice_device_cost_seconds", "The cost model's device time of an I/O.", []string{"io"}, nil)
 
+	gc = []string{"group", "cap"}
+
+	cAnswered = prometheus.NewDesc("sluice_cluster_answered", "1 while the cluster's Redis server answers this host's lease requests; 0 while its shared caps are held at their fallback.", nil, nil)
+	cSeen     = prometheus.NewDesc("sluice_cluster_hosts_seen", "Hosts the Redis server saw ask for leases in the last minute.", nil, nil)
+	cTrips    = prometheus.NewDesc("sluice_cluster_requests_total", "Lease requests this host sent: answered, or failed (no answer within the timeout, or an error).", []string{"outcome"}, nil)
+	cRTT      = prometheus.NewDesc("sluice_cluster_round_trip_seconds", "Round trips of the answered lease requests.", nil, nil)
+	cShared   = prometheus.NewDesc("sluice_cluster_cap_per_second", "The cap the cluster's hosts share, summed over them (bytes for rbps and wbps, I/Os for riops and wiops).", gc, nil)
+	cLease    = prometheus.NewDesc("sluice_cluster_lease_per_second", "What the group may use on this host now: its lease, or its fallback where sluice_cluster_fallback is 1.", gc, nil)
+	cFallback = prometheus.NewDesc("sluice_cluster_fallback", "1 where the group holds its fallback (the cap over the hosts seen) for want of a lease.", gc, nil)
+	cUse      = prometheus.NewDesc("sluice_cluster_use_per_second", "The group's use of the cap on this host, between its last two lease requests.", gc, nil)
+	cUseAll   = prometheus.NewDesc("sluice_cluster_use_all_per_second", "The group's use of the cap summed over the hosts that hold a lease on it, as the last answer gave it.", gc, nil)
+	cHolders  = prometheus.NewDesc("sluice_cluster_holders", "Hosts holding a lease on the cap.", gc, nil)
+
 	mReads    = prometheus.NewDesc("sluice_mirror_reads_total", "Reads sent to the mirror.", m, nil)
 	mBytes    = prometheus.NewDesc("sluice_mirror_read_bytes_total", "Bytes the mirror's reads returned.", m, nil)
 	mErrors   = prometheus.NewDesc("sluice_mirror_errors_total", "Reads and writes that failed on the mirror.", m, nil)
@@ -77,7 +96,8 @@ type collector struct{ src Source }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{appBytes, appCalls, devBytes, devIOs, wait, limit, limitIOPS, floor, floorIOPS, weight, floorBytes, readahead, callerless,
-		early, dirty, cacheBytes, cacheLimit, queued, dShared, dCapacity, dDone, dSaturated, dPeriods, dCost, mReads, mBytes, mErrors, mHedged, mTime, mInflight, mLatency, mState} {
+		early, dirty, cacheBytes, cacheLimit, queued, dShared, dCapacity, dDone, dSaturated, dPeriods, dCost,
+		cAnswered, cSeen, cTrips, cRTT, cShared, cLease, cFallback, cUse, cUseAll, cHolders, mReads, mBytes, mErrors, mHedged, mTime, mInflight, mLatency, mState} {
 		ch <- d
 	}
 }
@@ -128,6 +148,21 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		count(floorBytes, gm.FloorBytes, name)
 		limits(ch, name, gm.Limit)
 	}
+	if cs := c.src.Cluster(); cs != nil {
+		gauge(cAnswered, map[bool]float64{true: 1}[cs.Answered])
+		gauge(cSeen, float64(cs.Seen))
+		count(cTrips, cs.Trips, "answered")
+		count(cTrips, cs.Failures, "failed")
+		ch <- rttHistogram(cs)
+		for _, x := range cs.Caps {
+			gauge(cShared, float64(x.Shared), x.Group, x.Key)
+			gauge(cLease, float64(x.Rate), x.Group, x.Key)
+			gauge(cFallback, map[bool]float64{false: 1}[x.Leased], x.Group, x.Key)
+			gauge(cUse, float64(x.Use), x.Group, x.Key)
+			gauge(cUseAll, float64(x.Total), x.Group, x.Key)
+			gauge(cHolders, float64(x.Holders), x.Group, x.Key)
+		}
+	}
 	for _, ms := range c.src.Mirrors() {
 		count(mReads, ms.Reads, ms.Dir)
 		count(mBytes, ms.Bytes, ms.Dir)
@@ -155,6 +190,19 @@ func histogram(h *stack.WaitHistogram, labels ...string) prometheus.Metric {
 	}
 	n += uint64(h.Counts[len(stack.WaitBounds)])
 	return prometheus.MustNewConstHistogram(wait, n, float64(h.SumNs)/1e9, buckets, labels...)
+}
+
+// rttHistogram is the cluster's round trips as a histogram.
+func rttHistogram(cs *cluster.Status) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(lease.RTTBounds))
+	var n uint64
+	for i, c := range cs.RTTCounts {
+		n += uint64(c)
+		if i < len(lease.RTTBounds) {
+			buckets[float64(lease.RTTBounds[i])/1e9] = n
+		}
+	}
+	return prometheus.MustNewConstHistogram(cRTT, n, float64(cs.RTTSumNs)/1e9, buckets)
 }
 
 // limits exports the limits a group has.

@@ -1,12 +1,11 @@
 package metrics
 
 import (
-	"io"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"sluice/backing"
+	"sluice/cluster"
 	"sluice/stack"
 	"sluice/throttle"
 )
@@ -15,6 +14,7 @@ type snapshot stack.Metrics
 
 func (s snapshot) Metrics() stack.Metrics         { return stack.Metrics(s) }
 func (s snapshot) Mirrors() []backing.MirrorStats { return nil }
+func (s snapshot) Cluster() *cluster.Status       { return nil }
 
 // TestSharesExported: a group's weight (the default where none is set),
 // its floors and the bytes served first for them reach /metrics, and so
@@ -24,9 +24,7 @@ func TestSharesExported(t *testing.T) {
 		{Group: "t/a", Limit: throttle.Limits{RBPSMin: 1 << 20, WIOPSMin: 50, Weight: 200}, Counters: stack.Counters{FloorBytes: 4096}},
 		{Group: "t/b"},
 	}, Device: stack.DeviceMetrics{Shared: true, Capacity: 0.97, Saturated: true, Periods: 20, Saturations: 3, ReadNs: 2_500_000}}
-	rec := httptest.NewRecorder()
-	Handler(snap).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	body, _ := io.ReadAll(rec.Body)
+	body := scrape(t, snap)
 	for _, want := range []string{
 		`sluice_weight{group="t/a"} 200`,
 		`sluice_weight{group="t/b"} 100`,
@@ -39,11 +37,11 @@ func TestSharesExported(t *testing.T) {
 		`sluice_device_periods_total{outcome="saturated"} 3`,
 		`sluice_device_cost_seconds{io="4KiB random read"} 0.0025`,
 	} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if strings.Contains(string(body), `sluice_floor_bytes_per_second{direction="read",group="t/b"}`) {
+	if strings.Contains(body, `sluice_floor_bytes_per_second{direction="read",group="t/b"}`) {
 		t.Errorf("/metrics shows a floor for t/b, which has none")
 	}
 }

@@ -101,12 +101,13 @@ func fioRead(t *testing.T, f string, secs int) func() (bytes int64, maxLatUs flo
 	}
 }
 
-// TestClusterShare: two mounts of one cluster, each serving a reader of
+// TestClusterShare: four mounts of one cluster, each serving readers of
 // group builds (uid 4201) whose cap is rbps=16MiB, read 16 MiB/s between
-// them, not 32; one alone reads all of it; with Redis killed, no read
-// waits past a lease and the two keep within the cap (each at half, the
-// cap over the two hosts seen); with Redis back, they share it again.
-// Each figure is measured over its run as the readers saw it.
+// them, not 64, whether four read or two; one alone reads all of it; with
+// Redis killed, no read waits past a lease and the four keep within the
+// cap (each at a quarter, the cap over the hosts seen); with Redis back,
+// they share it again. Each figure is measured over its run as the
+// readers saw it. stat, /metrics and top show the cluster.
 func TestClusterShare(t *testing.T) {
 	needMount(t)
 	if _, err := exec.LookPath("fio"); err != nil {
@@ -115,11 +116,12 @@ func TestClusterShare(t *testing.T) {
 	dir, src, _ := srcMnt(t)
 	r := startRedis(t, dir)
 	const capBPS = 16 << 20
+	hosts := []string{"h1", "h2", "h3", "h4"}
 	// A file for each reader of each phase: what one phase read is in
 	// sluice's cache, and a read from it is no read of SOURCE.
-	for p := range 4 {
-		for _, name := range []string{"a", "b"} {
-			f, err := os.Create(filepath.Join(src, fmt.Sprint(name, p)))
+	for p := range 5 {
+		for _, h := range hosts {
+			f, err := os.Create(filepath.Join(src, fmt.Sprint(h, "-", p)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,22 +129,27 @@ func TestClusterShare(t *testing.T) {
 			f.Close()
 		}
 	}
+	addr := freeAddr(t)
 	var mnts []string
 	var daemons []*exec.Cmd
 	var exits []chan struct{}
-	for _, host := range []string{"h1", "h2"} {
+	for i, host := range hosts {
 		mnt := filepath.Join(dir, "m"+host)
 		os.Mkdir(mnt, 0o755)
 		mnts = append(mnts, mnt)
-		cmd, _, exited, _ := startMount(t, mnt, "mount", "--group", "builds uid=4201", "--limit", "builds rbps=16MiB",
-			"--cluster", r.url(), "--cluster-name", "t", "--cluster-host", host, "--cache-mode", "direct", src, mnt)
+		args := []string{"mount", "--group", "builds uid=4201", "--limit", "builds rbps=16MiB",
+			"--cluster", r.url(), "--cluster-name", "t", "--cluster-host", host, "--cache-mode", "direct", src, mnt}
+		if i == 0 {
+			args = append([]string{"mount", "--metrics-listen", addr}, args[1:]...)
+		}
+		cmd, _, exited, _ := startMount(t, mnt, args...)
 		daemons, exits = append(daemons, cmd), append(exits, exited)
 	}
 	n := 0
-	phase := func(what string, secs int, hosts int) (total float64, maxLatUs float64) {
+	phase := func(what string, secs int, readers int) (total float64, maxLatUs float64) {
 		var waits []func() (int64, float64)
-		for i, name := range []string{"a", "b"}[:hosts] {
-			waits = append(waits, fioRead(t, filepath.Join(mnts[i], fmt.Sprint(name, n)), secs))
+		for i, h := range hosts[:readers] {
+			waits = append(waits, fioRead(t, filepath.Join(mnts[i], fmt.Sprint(h, "-", n)), secs))
 		}
 		n++
 		var sum int64
@@ -155,8 +162,11 @@ func TestClusterShare(t *testing.T) {
 		t.Logf("%s: %.3f of the cap, longest read %.0f ms", what, total, maxLatUs/1e3)
 		return total, maxLatUs
 	}
-	if got, _ := phase("two hosts", 6, 2); got < 0.93 || got > 1.03 {
-		t.Errorf("two hosts read %.3f of their shared cap, want 0.93-1.03", got)
+	if got, _ := phase("four hosts", 4, 4); got < 0.93 || got > 1.03 {
+		t.Errorf("four hosts read %.3f of their shared cap, want 0.93-1.03", got)
+	}
+	if got, _ := phase("two hosts of four", 6, 2); got < 0.93 || got > 1.03 {
+		t.Errorf("two hosts of four read %.3f of their shared cap, want 0.93-1.03", got)
 	}
 	if got, _ := phase("one host alone", 4, 1); got < 0.9 || got > 1.03 {
 		t.Errorf("one host alone read %.3f of the shared cap, want 0.9-1.03", got)
@@ -164,6 +174,10 @@ func TestClusterShare(t *testing.T) {
 	out, err := sluice("stat", mnts[0]).Output()
 	if err != nil || !strings.Contains(string(out), "cluster t as h1") || !strings.Contains(string(out), "16.0 MiB/s") {
 		t.Errorf("stat of a cluster's mount: %v\n%s", err, out)
+	}
+	out, err = sluice("top", "--once", "--interval", "100ms", mnts[0]).Output()
+	if err != nil || !strings.Contains(string(out), "cluster t as h1: 4 hosts") || !strings.Contains(string(out), "builds rbps  all") {
+		t.Errorf("top --once of a cluster's mount: %v\n%s", err, out)
 	}
 
 	// Redis killed for 4 s of a 10 s run, then started afresh.
@@ -173,20 +187,37 @@ func TestClusterShare(t *testing.T) {
 		time.Sleep(4 * time.Second)
 		r.start()
 	}()
-	got, lat := phase("Redis down 4 s of 10", 10, 2)
+	got, lat := phase("Redis down 4 s of 10", 10, 4)
 	if got > 1.03 || got < 0.85 {
 		t.Errorf("with Redis down for 4 s of 10, the hosts read %.3f of the cap, want 0.85-1.03", got)
 	}
 	if lat > 1.5e6 {
 		t.Errorf("with Redis down, a read took %.0f ms, more than a lease (1 s) and then some", lat/1e3)
 	}
-	if got, _ := phase("Redis back", 4, 2); got < 0.93 || got > 1.03 {
-		t.Errorf("with Redis back, two hosts read %.3f of their shared cap, want 0.93-1.03", got)
+	if got, _ := phase("Redis back, two hosts of four", 4, 2); got < 0.93 || got > 1.03 {
+		t.Errorf("with Redis back, two hosts of four read %.3f of their shared cap, want 0.93-1.03", got)
 	}
 	var st control.Status
 	out, _ = sluice("stat", "--json", mnts[1]).Output()
 	if json.Unmarshal(out, &st) != nil || st.Cluster == nil || st.Cluster.Failures == 0 || !st.Cluster.Answered || len(st.Cluster.Caps) != 1 {
 		t.Errorf("stat --json after the outage: want failures counted and leases again:\n%s", out)
+	}
+	fams := scrape(t, addr)
+	bg := map[string]string{"group": "builds", "cap": "rbps"}
+	failed := sample(fams, "sluice_cluster_requests_total", map[string]string{"outcome": "failed"})
+	answered := sample(fams, "sluice_cluster_requests_total", map[string]string{"outcome": "answered"})
+	rtt := sample(fams, "sluice_cluster_round_trip_seconds", nil)
+	shared := sample(fams, "sluice_cluster_cap_per_second", bg)
+	lease := sample(fams, "sluice_cluster_lease_per_second", bg)
+	switch {
+	case failed == nil || failed.GetCounter().GetValue() == 0:
+		t.Errorf("/metrics after the outage: failed requests %v, want some", failed)
+	case answered == nil || rtt == nil || float64(rtt.GetHistogram().GetSampleCount()) != answered.GetCounter().GetValue():
+		t.Errorf("/metrics: a round trip for each answered request: %v against %v", rtt, answered)
+	case shared == nil || shared.GetGauge().GetValue() != capBPS:
+		t.Errorf("/metrics: the shared cap %v, want %d", shared, capBPS)
+	case lease == nil || lease.GetGauge().GetValue() <= 0 || lease.GetGauge().GetValue() > capBPS:
+		t.Errorf("/metrics: h1's lease %v, want some of the cap", lease)
 	}
 
 	// A mount that stops gives its lease back at once.
@@ -199,13 +230,14 @@ func TestClusterShare(t *testing.T) {
 	daemons[1].Process.Signal(syscall.SIGTERM)
 	<-exits[1]
 	if held, err := rdb.HGetAll(context.Background(), key).Result(); err != nil || held["h2"] != "" || held["h1"] == "" {
-		t.Errorf("%s once h2 stopped: %v, %v; want h1's lease alone", key, held, err)
+		t.Errorf("%s once h2 stopped: %v, %v; want the others' leases alone", key, held, err)
 	}
 }
 
 // TestClusterRefused: a mount whose Redis cannot be reached, refuses its
 // password, or is given without a cluster name, does not start, and says
-// so naming the flag.
+// so naming the flag, with no password shown; the right password is
+// taken, on the command line or in a config file.
 func TestClusterRefused(t *testing.T) {
 	needMount(t)
 	dir, src, mnt := srcMnt(t)
@@ -235,9 +267,19 @@ func TestClusterRefused(t *testing.T) {
 		if strings.Contains(string(out), "secret") || strings.Contains(string(out), ":wrong@") {
 			t.Errorf("sluice %s shows the password:\n%s", strings.Join(tc.args, " "), out)
 		}
+		if strings.Count(string(out), "\n") > 2 {
+			t.Errorf("sluice %s: want the refusal and where to read more, no more:\n%s", strings.Join(tc.args, " "), out)
+		}
 	}
-	// The right password is taken.
-	cmd, _, exited, _ := startMount(t, mnt, "mount", "--limit", "builds rbps=1MiB", "--cluster", "unix://:secret@"+r.sock, "--cluster-name", "t", src, mnt)
+	// The right password is taken, from a config file too.
+	cfg := filepath.Join(dir, "sluice.toml")
+	os.WriteFile(cfg, fmt.Appendf(nil, "source = %q\nmountpoint = %q\ncluster = \"unix://:secret@%s\"\ncluster-name = \"farm\"\ncluster-host = \"h9\"\n"+
+		"[[group]]\nname = \"builds\"\nlimits = \"rbps=1MiB\"\n", src, mnt, r.sock), 0o600)
+	cmd, _, exited, _ := startMount(t, mnt, "mount", "--config", cfg)
+	out, err := sluice("stat", mnt).Output()
+	if err != nil || !strings.Contains(string(out), "cluster farm as h9, Redis unix://:xxxxx@") || !strings.Contains(string(out), ": leasing") {
+		t.Errorf("stat of a mount whose config file names its cluster: %v\n%s", err, out)
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	<-exited
 }

@@ -265,14 +265,14 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 	}
 	spareProcs()
 	log := opts.Logger
+	t := &target{m: m, opts: opts, args: args, config: config, flags: flagValues(o)}
 	if ln != nil {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", metrics.Handler(metricSource{m}))
+		mux.Handle("/metrics", metrics.Handler(metricSource{t}))
 		to := o.metricsTimeout
 		go metrics.Serve(ln, mux, metrics.ServerOptions{ReadHeaderTimeout: to, ReadTimeout: to, WriteTimeout: to, IdleTimeout: to, MaxConns: o.metricsConns})
 		log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	}
-	t := &target{m: m, opts: opts, args: args, config: config, flags: flagValues(o)}
 	if o.cluster != "" {
 		host := o.clusterHost
 		if host == "" {
@@ -287,7 +287,9 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 			return usagef("--cluster %v", err)
 		}
 		defer cl.Close()
+		t.mu.Lock()
 		t.cluster = cl
+		t.mu.Unlock()
 		log.Info("cluster", "name", o.clusterName, "host", host, "redis", cluster.Redacted(o.cluster))
 	}
 	srv, err := control.Listen(opts.Mountpoint, t)
@@ -521,14 +523,24 @@ func mountFromFlags(fs *pflag.FlagSet, o *mountOpts, pos []string, stderr io.Wri
 }
 
 // metricSource is what the metrics exporter reads of a mount.
-type metricSource struct{ m *fsys.FS }
+type metricSource struct{ t *target }
 
-func (s metricSource) Metrics() stack.Metrics { return s.m.Engine().Metrics() }
+func (s metricSource) Metrics() stack.Metrics { return s.t.m.Engine().Metrics() }
 func (s metricSource) Mirrors() []backing.MirrorStats {
-	if ms := s.m.Mirrors(); ms != nil {
+	if ms := s.t.m.Mirrors(); ms != nil {
 		return ms.Stats()
 	}
 	return nil
+}
+func (s metricSource) Cluster() *cluster.Status {
+	s.t.mu.Lock()
+	cl := s.t.cluster
+	s.t.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	cs := cl.Status()
+	return &cs
 }
 
 // mountOptions turns the parsed mount flags and positional arguments into

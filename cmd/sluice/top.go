@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"sluice/cluster"
 	"sluice/control"
 	"sluice/group"
 	"sluice/stack"
@@ -23,7 +24,8 @@ group its limits, its read and write rates each against its byte limit as a
 ratio and a bar, the I/Os queued in its throttle on average (time waited over
 the interval), the readahead hit ratio (bytes read ahead that were then read)
 and its dirty bytes; per mirror of a mirror set its state, read rate, reads
-in flight, latency and errors. Works over ssh; q, Esc or Ctrl-C quits, the
+in flight, latency and errors; for a mount in a cluster, per shared cap the
+use of every host against the cap, and this host's use and lease. Works over ssh; q, Esc or Ctrl-C quits, the
 arrow keys and PgUp/PgDn scroll rows that do not fit. --once prints one
 interval's view and exits.
   sluice top /mnt/data
@@ -239,6 +241,17 @@ func topLines(mnt string, prev, cur control.Status) []string {
 			fit("  write "+rateLine(perSec(g.AppWBytes, p.AppWBytes), wl)+fmt.Sprintf("  queued %5.2f  dirty %s",
 				perSec(g.WThrottledNs, p.WThrottledNs)/1e9, stack.HumanBytes(g.Dirty))))
 	}
+	if c := cur.Cluster; c != nil {
+		lines = append(lines, "", fit(clusterHead(c)))
+		for _, x := range c.Caps {
+			lines = append(lines, fit(fmt.Sprintf("%s %s  all %s", x.Group, x.Key, capLine(x.Key, float64(x.Total), x.Shared))))
+			here := "lease"
+			if !x.Leased {
+				here = "fallback"
+			}
+			lines = append(lines, fit(fmt.Sprintf("  here %s of %s %s, %d hosts hold leases", capRate(x.Key, x.Use), here, capRate(x.Key, x.Rate), x.Holders)))
+		}
+	}
 	if len(cur.Mirrors) > 0 {
 		lines = append(lines, "", "mirrors, read policy "+cur.ReadPolicy,
 			fit(fmt.Sprintf("%-28s %-9s %11s %9s %9s %6s", "mirror", "state", "read/s", "in flight", "latency", "errors")))
@@ -258,16 +271,48 @@ func topLines(mnt string, prev, cur control.Status) []string {
 	return lines
 }
 
+// clusterHead is the cluster's line in top: its name, whether its Redis
+// server answers, the hosts it saw and this host's round trips.
+func clusterHead(c *cluster.Status) string {
+	state := fmt.Sprintf("%d hosts, %.1f round trips/s, the last %v", c.Seen, c.TripsPerSec, time.Duration(c.RTTUs)*time.Microsecond)
+	if !c.Answered {
+		state = "NO ANSWER, caps at their fallback"
+	}
+	return fmt.Sprintf("cluster %s as %s: %s", c.Name, c.Host, state)
+}
+
+// capLine renders a shared cap's use against it, as rateLine does, in
+// bytes for rbps and wbps and I/Os for riops and wiops.
+func capLine(key string, rate float64, limit int64) string {
+	if strings.HasSuffix(key, "bps") {
+		return rateLine(rate, limit)
+	}
+	return meter(fmt.Sprintf("%7.0f IO/s", rate), fmt.Sprint(limit), rate, limit)
+}
+
+// capRate renders a rate of a shared cap.
+func capRate(key string, v int64) string {
+	if strings.HasSuffix(key, "bps") {
+		return stack.HumanBytes(v) + "/s"
+	}
+	return fmt.Sprintf("%d IO/s", v)
+}
+
 // rateLine renders a rate in bytes a second against limit (0: none): the
 // rate, the limit, and their ratio with a bar of ten cells.
 func rateLine(rate float64, limit int64) string {
-	r := fmt.Sprintf("%10s/s", stack.HumanBytes(int64(rate)))
+	return meter(fmt.Sprintf("%10s/s", stack.HumanBytes(int64(rate))), stack.HumanBytes(limit), rate, limit)
+}
+
+// meter renders a rate (r, as shown) against a limit (lim, as shown; 0
+// for none) with their ratio and a bar of ten cells.
+func meter(r, lim string, rate float64, limit int64) string {
 	if limit <= 0 {
 		return r + "  of max      [          ]     -"
 	}
 	ratio := rate / float64(limit)
 	cells := min(int(ratio*10+0.5), 10)
-	return fmt.Sprintf("%s  of %-8s [%s%s] %5.2f", r, stack.HumanBytes(limit), strings.Repeat("#", cells), strings.Repeat(" ", 10-cells), ratio)
+	return fmt.Sprintf("%s  of %-8s [%s%s] %5.2f", r, lim, strings.Repeat("#", cells), strings.Repeat(" ", 10-cells), ratio)
 }
 
 // fit cuts a line to topWidth columns, ending it with … where it was cut.

@@ -18,6 +18,7 @@ import (
 	"github.com/gdamore/tcell/v2"
 
 	"sluice/backing"
+	"sluice/cluster"
 	"sluice/control"
 	"sluice/stack"
 )
@@ -179,9 +180,44 @@ func TestTopLines(t *testing.T) {
 	if strings.Contains(view, "device shared") {
 		t.Errorf("a device line where the device is not shared:\n%s", view)
 	}
+	if strings.Contains(view, "cluster") {
+		t.Errorf("a cluster section for a mount in no cluster:\n%s", view)
+	}
 	cur.Device = stack.DeviceMetrics{Shared: true, Saturated: true, Capacity: 0.97}
 	if got, want := topLines("/mnt", prev, cur)[2], "device shared by weight: saturated now, given 0.97 s of device time a second"; got != want {
 		t.Errorf("the line under the header where the device is shared: %q, want %q", got, want)
+	}
+}
+
+// TestTopCluster: a mount in a cluster shows, per shared cap, every
+// host's use against the cap and its own use against its lease, or its
+// fallback while Redis does not answer.
+func TestTopCluster(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cs := &cluster.Status{Name: "farm", Host: "h1", Answered: true, Seen: 3, TripsPerSec: 9.8, RTTUs: 420, Caps: []cluster.Cap{
+		{Group: "ci", Key: "rbps", Shared: 100 << 20, Rate: 60 << 20, Leased: true, Use: 50 << 20, Total: 95 << 20, Holders: 3},
+		{Group: "ci", Key: "riops", Shared: 1000, Rate: 500, Leased: true, Use: 250, Total: 500, Holders: 2},
+	}}
+	cur := control.Status{Time: t0.Add(time.Second), Cluster: cs}
+	lines := topLines("/mnt", control.Status{Time: t0}, cur)
+	view := strings.Join(lines, "\n")
+	for _, want := range []string{
+		"cluster farm as h1: 3 hosts, 9.8 round trips/s, the last 420µs",
+		"ci rbps  all   95.0 MiB/s  of 100 MiB  [##########]  0.95",
+		"  here 50.0 MiB/s of lease 60.0 MiB/s, 3 hosts hold leases",
+		"ci riops  all     500 IO/s  of 1000     [#####     ]  0.50",
+		"  here 250 IO/s of lease 500 IO/s, 2 hosts hold leases",
+	} {
+		if !strings.Contains(view, want) {
+			t.Errorf("view lacks %q:\n%s", want, view)
+		}
+	}
+	cs.Answered, cs.Caps[0].Leased = false, false
+	view = strings.Join(topLines("/mnt", control.Status{Time: t0}, cur), "\n")
+	for _, want := range []string{"cluster farm as h1: NO ANSWER, caps at their fallback", "here 50.0 MiB/s of fallback 60.0 MiB/s"} {
+		if !strings.Contains(view, want) {
+			t.Errorf("without answers, the view lacks %q:\n%s", want, view)
+		}
 	}
 }
 
