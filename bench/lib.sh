@@ -16,6 +16,7 @@ MOUNTS=()        # block file systems we mounted
 LOOPS=()         # loop devices we attached
 CGROUPS=()       # blkio cgroups we created
 CHILD=""         # the benchmark process bg_wait is waiting for
+EXTRA_CLEANUP="" # a function of the script's own, run after the daemons stop
 SYSFS_FILES=()   # sysfs settings we changed, parallel to SYSFS_OLD
 SYSFS_OLD=()
 
@@ -155,6 +156,9 @@ cleanup() {
 	for i in "${!DAEMON_PIDS[@]}"; do
 		stop_daemon "${DAEMON_PIDS[$i]}" "${DAEMON_MNTS[$i]}"
 	done
+	# A script's own teardown (a server, a network namespace), after the
+	# daemons that use it.
+	[ -n "${EXTRA_CLEANUP:-}" ] && "$EXTRA_CLEANUP"
 	for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do
 		if is_mounted "${MOUNTS[$i]}"; then
 			umount "${MOUNTS[$i]}" 2>/dev/null || umount -l "${MOUNTS[$i]}"

@@ -29,6 +29,9 @@ type Engine interface {
 	Capped() []stack.GroupMetrics
 	// SetLease holds a group's caps on this host.
 	SetLease(path string, l throttle.Lease)
+	// NotifyQueued has the engine send ch a token when a request may
+	// have begun to wait (engine.Engine.NotifyQueued).
+	NotifyQueued(ch chan<- struct{})
 }
 
 // Options configure a Cluster.
@@ -64,6 +67,7 @@ type Cluster struct {
 	started int64
 
 	results chan result
+	queued  chan struct{}
 	quit    chan struct{}
 	done    chan struct{}
 }
@@ -115,7 +119,7 @@ func Join(ctx context.Context, eng Engine, o Options) (*Cluster, error) {
 	ro.PoolSize = 4
 	c := &Cluster{opts: o, rdb: redis.NewClient(ro), script: redis.NewScript(lease.Script),
 		release: redis.NewScript(lease.ReleaseScript), eng: eng, epoch: time.Now(), h: h,
-		leased: map[string]throttle.Lease{}, results: make(chan result, 1),
+		leased: map[string]throttle.Lease{}, results: make(chan result, 1), queued: make(chan struct{}, 1),
 		quit: make(chan struct{}), done: make(chan struct{})}
 	if c.opts.Log == nil {
 		c.opts.Log = func(string, ...any) {}
@@ -155,13 +159,13 @@ func (c *Cluster) usage() []lease.Usage {
 	var out []lease.Usage
 	for _, g := range c.eng.Capped() {
 		l, n := g.Limit, &g.Counters
-		rw := n.ThrottledNs - n.WThrottledNs
+		rw := n.RDemandNs // readahead that waits keeps no reader waiting
 		r, w := g.Waiting[throttle.Read], g.Waiting[throttle.Write]
 		for _, u := range []lease.Usage{
-			{Key: lease.Key{Group: g.Group, Cap: "rbps"}, Limit: l.RBPS, Used: n.RBytes, Waited: rw, Waiting: r},
-			{Key: lease.Key{Group: g.Group, Cap: "wbps"}, Limit: l.WBPS, Used: n.WBytes, Waited: n.WThrottledNs, Waiting: w},
-			{Key: lease.Key{Group: g.Group, Cap: "riops"}, Limit: l.RIOPS, Used: n.RIOs, Waited: rw, Waiting: r},
-			{Key: lease.Key{Group: g.Group, Cap: "wiops"}, Limit: l.WIOPS, Used: n.WIOs, Waited: n.WThrottledNs, Waiting: w},
+			{Key: lease.Key{Group: g.Group, Cap: "rbps"}, Limit: l.RBPS, Used: n.RBytes, Waited: rw, Waiting: r, Ops: n.RIOs},
+			{Key: lease.Key{Group: g.Group, Cap: "wbps"}, Limit: l.WBPS, Used: n.WBytes, Waited: n.WThrottledNs, Waiting: w, Ops: n.WIOs},
+			{Key: lease.Key{Group: g.Group, Cap: "riops"}, Limit: l.RIOPS, Used: n.RIOs, Waited: rw, Waiting: r, Ops: n.RIOs},
+			{Key: lease.Key{Group: g.Group, Cap: "wiops"}, Limit: l.WIOPS, Used: n.WIOs, Waited: n.WThrottledNs, Waiting: w, Ops: n.WIOs},
 		} {
 			if u.Limit != 0 {
 				out = append(out, u)
@@ -184,10 +188,22 @@ func (c *Cluster) send(ctx context.Context, req lease.Request) (lease.Reply, err
 // poll is how often the loop looks at the groups' use.
 func (c *Cluster) poll() time.Duration { return c.h.Options().Renew / 10 }
 
+// run looks at the groups' use every poll while one of them waits for
+// its throttle or wanted more than it held (it may want more still, or no
+// longer), and otherwise only when a request is due, or when the engine
+// says one may have begun to wait: an idle mount wakes ten times a
+// second, not a hundred.
 func (c *Cluster) run() {
 	defer close(c.done)
-	t := time.NewTicker(c.poll())
+	c.eng.NotifyQueued(c.queued)
+	defer c.eng.NotifyQueued(nil)
+	t := time.NewTimer(c.poll())
 	defer t.Stop()
+	// soon says the timer is set a poll after the last look at most: a
+	// token from the engine then changes nothing. Tokens come as often
+	// as requests start to wait, thousands a second: each sets the
+	// timer, none looks at once.
+	soon, last := true, c.now()
 	for {
 		select {
 		case <-c.quit:
@@ -201,17 +217,43 @@ func (c *Cluster) run() {
 				c.h.Answer(r.at, r.reply)
 			}
 			c.mu.Unlock()
+		case <-c.queued:
+			if !soon {
+				soon = true
+				t.Reset(max(time.Duration(last+int64(c.poll())-c.now()), 0))
+			}
+			continue
 		case <-t.C:
 		}
 		now := c.now()
+		last = now
 		use := c.usage()
+		busy := false
+		for _, u := range use {
+			busy = busy || u.Waiting > 0
+		}
 		c.mu.Lock()
 		if c.h.Due(now) || c.h.Early(now, use) {
 			req := c.h.Request(now, use)
 			go c.ask(req)
 		}
+		// Idle, the next look is when a request is due, or a lease
+		// ends (its group then holds its fallback), a Renew at most.
+		wake := min(c.h.Next(), now+int64(c.h.Options().Renew))
+		for _, x := range c.h.Holds(now) {
+			busy = busy || x.Wants
+			if x.Leased {
+				wake = min(wake, x.Until)
+			}
+		}
+		next := c.poll()
+		if !busy {
+			next = max(time.Duration(wake-now), c.poll())
+		}
 		c.mu.Unlock()
 		c.apply(now)
+		t.Reset(next)
+		soon = busy
 	}
 }
 

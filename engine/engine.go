@@ -81,6 +81,9 @@ type Engine struct {
 	// the count falls to zero.
 	io   atomic.Int64
 	idle chan struct{}
+	// queued, if set, gets a token (when it has room) each time the
+	// stack sets its timer: something now waits for the throttle.
+	queued chan<- struct{}
 }
 
 // New returns an engine; opts.Options must pass stack.Options.Validate
@@ -208,6 +211,18 @@ func (e *Engine) SetLease(path string, l throttle.Lease) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.apply(e.st.SetLease(e.now(), path, l))
+}
+
+// NotifyQueued makes the engine send ch a token, where it has room,
+// each time it sets its timer sooner than it was set: a request began to
+// wait for the throttle, or other timed work is due (a token says to
+// look, not what is there); nil stops it. It lets a watcher of the
+// groups' waits (the cluster's leases) look at them often only while one
+// waits.
+func (e *Engine) NotifyQueued(ch chan<- struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.queued = ch
 }
 
 // Capped returns the figures of every group with a cap of its own
@@ -568,6 +583,12 @@ func (e *Engine) apply(a stack.Actions) {
 	if a.Wake >= 0 && !e.closed && (e.armedAt < 0 || a.Wake < e.armedAt) {
 		e.armedAt = a.Wake
 		e.alarm.arm(time.Duration(a.Wake - e.now()))
+		if e.queued != nil {
+			select {
+			case e.queued <- struct{}{}:
+			default:
+			}
+		}
 	}
 	e.st.Recycle(a)
 }

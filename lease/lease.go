@@ -120,6 +120,10 @@ type Usage struct {
 	// Waited says: a request held at a lease of almost nothing has not
 	// gone yet to be counted there.
 	Waiting int64
+	// Ops is the running total of the group's I/Os in the cap's
+	// direction (for an I/O cap, Used): a group with none for twice the
+	// mean time between them has stopped.
+	Ops int64
 }
 
 // Request is one ask for every cap the host shares.
@@ -231,12 +235,24 @@ type Host struct {
 // held is one shared cap's state.
 type held struct {
 	limit        int64
-	used, waited int64 // the running totals at the last request
-	at           int64 // when they were taken, if taken
-	taken        bool
-	rate         int64 // use per second between the last two requests
-	wants        bool  // wanted more than it held then
-	demand       int64 // the demand last asked for
+	used, waited int64 // the running totals when last measured
+	mops, mallow int64 // the count of I/Os and the allowance then
+	// allow is what the group held, integrated over time up to allowAt
+	// (bytes or I/Os): what it could have used.
+	allow, allowAt int64
+	integrated     bool
+	// seenOps is the count of I/Os last seen, first seen at lastOpAt.
+	seenOps, lastOpAt int64
+	opsSeen           bool
+	at                int64 // when they were taken, if taken
+	taken             bool
+	// ops holds the group's I/O totals at the requests of about the last
+	// Lease, oldest first, for the mean time between its I/Os.
+	ops      []mark
+	rate     int64 // use per second between the last two requests
+	wants    bool  // wanted more than it held then
+	demand   int64 // the demand last asked for
+	measured bool  // the group's use was measured once at least
 	// recent says the group waited a tenth of the time between the
 	// last two polls (Early) at least Renew/10 apart, the last at pollAt
 	// with pollWaited waited.
@@ -249,6 +265,15 @@ type held struct {
 	holders            int64
 	shared             int64 // the cap the holders share
 }
+
+// mark is a cap's use, count of I/Os and allowance at a time.
+type mark struct{ at, used, ops, allow int64 }
+
+// coarse is the count of I/Os below which a group's use since it was last
+// measured says too little of its rate and of whether it used what it
+// held (at 1 MiB/s in pieces of 64 KiB, a Renew sees one or two), and a
+// longer time, back to when it had as many, tells it.
+const coarse = 16
 
 // Stats are a Host's counts of its requests.
 type Stats struct {
@@ -310,24 +335,37 @@ func (h *Host) Request(now int64, use []Usage) Request {
 			c = &held{}
 			h.caps[u.Key] = c
 		}
-		// Rates over less than Renew/10 say little: the last ones stand.
-		measured := c.taken && now-c.at >= int64(h.opts.Renew)/10
+		h.integrate(c, now)
+		c.observe(now, u.Ops)
+		m := h.measure(c, u, now)
+		measured := m.ok
 		if measured {
-			dt := now - c.at
-			c.rate = max(0, (u.Used-c.used)*int64(time.Second)/dt)
-			c.wants = (u.Waited-c.waited)*10 >= dt || h.stuck(u)
-			c.used, c.waited, c.at = u.Used, u.Waited, now
+			c.rate, c.wants = m.rate, m.wants
+			c.used, c.waited, c.mops, c.mallow, c.at = u.Used, u.Waited, u.Ops, c.allow, now
+			if m.stopped {
+				c.ops = c.ops[:0] // what it did before says nothing of what it does next
+			}
 		}
 		if !c.taken {
-			c.used, c.waited, c.at, c.taken = u.Used, u.Waited, now, true
+			c.used, c.waited, c.mops, c.mallow, c.at, c.taken = u.Used, u.Waited, u.Ops, c.allow, now, true
+		}
+		if n := len(c.ops); n == 0 || now > c.ops[n-1].at {
+			c.ops = append(c.ops, mark{now, u.Used, u.Ops, c.allow})
+		}
+		for len(c.ops) > 2 && now-c.ops[1].at >= int64(h.opts.Lease) {
+			c.ops = c.ops[1:] // the oldest kept is the last a Lease old
 		}
 		c.limit = u.Limit
 		d := int64(-1)
-		if measured && !c.wants {
+		switch {
+		case measured && !c.wants:
 			// Room to grow by a sixteenth before the next answer: a
 			// group that grows more waits, and then wants more.
 			d = c.rate + c.rate/16 + 1
+		case !measured && c.measured:
+			d = c.demand // the last stands
 		}
+		c.measured = c.measured || measured
 		most := int64(-1)
 		if h.rejoin > 0 || !h.answered {
 			most = h.fallback(c)
@@ -376,10 +414,14 @@ func (h *Host) Early(now int64, use []Usage) bool {
 			c.recent = (u.Waited-c.pollWaited)*10 >= dt || h.stuck(u)
 			c.pollAt, c.pollWaited = now, u.Waited
 		}
+		h.integrate(c, now)
+		c.observe(now, u.Ops)
+		m := h.measure(c, u, now)
 		switch {
-		case c.recent && c.demand >= 0, // more than it asked for
+		case m.ok && m.wants && c.demand >= 0, // more than it asked for
 			c.recent && c.grant < c.fair-c.fair/32, // others held its share
-			!c.recent && c.demand < 0:              // no more than it holds
+			m.ok && !m.wants && c.demand < 0,       // no more than it holds
+			m.stopped && c.demand > 1:              // nothing
 			early = true
 		}
 	}
@@ -433,6 +475,7 @@ func (h *Host) Answer(now int64, r Reply) {
 		if c == nil || i >= len(r.Grants) {
 			continue
 		}
+		h.integrate(c, now)
 		c.grant, c.fair, c.until, c.granted = r.Grants[i], r.Fairs[i], until, true
 		c.total, c.holders, c.shared = r.Totals[i], r.Holders[i], r.Caps[i]
 		if rejoining {
@@ -462,6 +505,98 @@ func (h *Host) Fail(now int64) {
 	if h.answered {
 		h.answered = false
 		h.rejoin = 0
+	}
+}
+
+// measurement is what a group's use since it was last measured says.
+type measurement struct {
+	ok      bool  // it says enough to act on
+	rate    int64 // the group's use per second
+	wants   bool  // it waited and used what it held
+	stopped bool  // it has stopped
+}
+
+// measure reads what c's group used, waited and held since it was last
+// measured (u its totals at now): whether it wants more, and its rate.
+// Over less than a Renew this says little of a group whose I/Os come in
+// pieces (at 1 MiB/s in reads of 64 KiB, 10 ms may see none, and a lease
+// sized to that holds its next read): sooner, it is acted on only where
+// the group wants more or has stopped; otherwise its last demand stands.
+func (h *Host) measure(c *held, u Usage, now int64) measurement {
+	dt := now - c.at
+	if !c.taken || dt < int64(h.opts.Renew)/10 {
+		return measurement{}
+	}
+	rate := max(0, (u.Used-c.used)*int64(time.Second)/dt)
+	used, allow := u.Used-c.used, c.allow-c.mallow
+	if u.Ops-c.mops < coarse {
+		// Too few I/Os to tell: back to the last mark with enough
+		// since, or the oldest (a Lease ago).
+		b := c.ops[0]
+		for i := len(c.ops) - 1; i >= 0; i-- {
+			if u.Ops-c.ops[i].ops >= coarse {
+				b = c.ops[i]
+				break
+			}
+		}
+		if b.at < c.at {
+			used, allow = u.Used-b.used, c.allow-b.allow
+			rate = max(rate, used*int64(time.Second)/(now-b.at))
+		}
+	}
+	// It wants more where it waited and used what it held: waits alone
+	// do not say it, for a read of 64 KiB at 1 MiB/s waits 50 ms however
+	// evenly the reads come. A lease too small to admit an I/O a Renew is
+	// used in full by a group that waits.
+	piece := int64(1)
+	if n := u.Ops - c.ops[0].ops; n > 0 {
+		piece = max(1, (u.Used-c.ops[0].used)/n)
+	}
+	full := used*100 >= allow*97 || h.heldRate(c, now)*int64(h.opts.Renew) < piece*int64(time.Second)
+	m := measurement{rate: rate, wants: ((u.Waited-c.waited)*10 >= dt || h.stuck(u)) && full}
+	if u.Waiting == 0 && c.lastOpAt < now && (c.rate == 0 && u.Used == c.used || c.stopped(now, u.Ops)) {
+		m.rate, m.stopped = 0, true
+	}
+	m.ok = dt >= int64(h.opts.Renew) || m.wants || m.stopped
+	return m
+}
+
+// heldRate is what c's group may use at now: its lease, or its fallback.
+func (h *Host) heldRate(c *held, now int64) int64 {
+	if c.granted && c.until > now {
+		return max(c.grant, 1)
+	}
+	return h.fallback(c)
+}
+
+// integrate adds what c's group held since it was last integrated to
+// its allowance, at the rate it holds at now (a lease that ended since
+// counts to now: a Renew at most, where requests go).
+func (h *Host) integrate(c *held, now int64) {
+	if c.integrated && now > c.allowAt {
+		c.allow += h.heldRate(c, now) * (now - c.allowAt) / int64(time.Second)
+	}
+	c.allowAt, c.integrated = now, true
+}
+
+// stopped reports whether c's group, with no I/O seen at now, has had
+// none for twice the mean time between its I/Os over the last Lease (ops
+// its total now), or had none in it: it has stopped, and gives its share
+// back at once.
+func (c *held) stopped(now, ops int64) bool {
+	if len(c.ops) == 0 {
+		return true
+	}
+	old := c.ops[0]
+	n, span := ops-old.ops, now-old.at
+	return n == 0 || (now-c.lastOpAt)*n >= 2*span
+}
+
+// observe notes when c's group last did I/O, as seen at now (its total
+// ops): to the poll (Early) or the request that saw it.
+func (c *held) observe(now, ops int64) {
+	if ops != c.seenOps || !c.opsSeen {
+		c.seenOps, c.lastOpAt, c.opsSeen = ops, now, true
 	}
 }
 
@@ -498,10 +633,9 @@ func (h *Host) Holds(now int64) []Held {
 	for k, c := range h.caps {
 		x := Held{Key: k, Limit: c.limit, Shared: c.shared, Use: c.rate, Wants: c.wants,
 			Total: c.total, Holders: c.holders}
+		x.Rate = h.heldRate(c, now)
 		if c.granted && c.until > now {
-			x.Rate, x.Leased, x.Until = max(c.grant, 1), true, c.until
-		} else {
-			x.Rate = h.fallback(c)
+			x.Leased, x.Until = true, c.until
 		}
 		out = append(out, x)
 	}

@@ -47,6 +47,16 @@ type simHost struct {
 	waited int64
 	flight *flight
 	served float64 // since the last window
+	// piece, where set, makes the reader read in pieces of that many
+	// bytes, each when its demand has accrued it and the host's token
+	// bucket (the lease's rate, a burst of a quarter second) holds it,
+	// as a throttled fio does: due is what its demand accrued unread,
+	// tokens the bucket's, since the time the piece at the head waits
+	// from (0: none waits; a fluid reader waits while its demand is above
+	// its rate).
+	piece        float64
+	due, tokens  float64
+	waitingSince int64
 }
 
 type flight struct {
@@ -88,7 +98,7 @@ func (w *world) step(dt int64) {
 				s.h.Answer(local, f.reply)
 			}
 		}
-		use := []Usage{{Key: key, Limit: limit, Used: int64(s.used), Waited: s.waited}}
+		use := []Usage{{Key: key, Limit: limit, Used: int64(s.used), Waited: s.waited, Waiting: s.waiting(w.now), Ops: s.ops()}}
 		if s.flight == nil && (s.h.Due(local) || s.h.Early(local, use)) {
 			s.flight = w.send(s, s.h.Request(local, use))
 		}
@@ -102,14 +112,65 @@ func (w *world) step(dt int64) {
 		}
 		rate := float64(s.held(w.now))
 		d := s.demand(w.now)
+		if s.piece > 0 {
+			s.readPieces(w.now, dt, rate, d)
+			continue
+		}
 		use := min(d, rate) * float64(dt) / float64(sec)
 		s.used += use
 		s.served += use
 		if d > rate {
 			s.waited += dt
+			if s.waitingSince == 0 {
+				s.waitingSince = w.now
+			}
+		} else {
+			s.waitingSince = 0
 		}
 	}
 	w.now += dt
+}
+
+// readPieces moves a reader of pieces on by dt at the lease rate and
+// demand d, both per second.
+func (s *simHost) readPieces(now, dt int64, rate, d float64) {
+	sec := float64(sec)
+	s.tokens = min(s.tokens+rate*float64(dt)/sec, rate/4)
+	if !math.IsInf(d, 1) {
+		s.due = min(s.due+d*float64(dt)/sec, 4*s.piece) // fio catches up a little
+	} else {
+		s.due = s.piece
+	}
+	for s.due >= s.piece && s.tokens >= s.piece {
+		s.due -= s.piece
+		s.tokens -= s.piece
+		s.used += s.piece
+		s.served += s.piece
+		s.waitingSince = 0
+	}
+	if s.due >= s.piece {
+		s.waited += dt
+		if s.waitingSince == 0 {
+			s.waitingSince = now
+		}
+	}
+}
+
+// ops is the reader's I/Os so far: its pieces, or for a fluid reader
+// as many as pieces of 64 KiB would be.
+func (s *simHost) ops() int64 {
+	if s.piece > 0 {
+		return int64(s.used / s.piece)
+	}
+	return int64(s.used / (64 << 10))
+}
+
+// waiting is how long the piece at the head has waited at now.
+func (s *simHost) waiting(now int64) int64 {
+	if s.waitingSince == 0 {
+		return 0
+	}
+	return now - s.waitingSince
 }
 
 // held is the rate s's group holds at the world's now.
@@ -297,6 +358,29 @@ func outage(t *testing.T, afresh bool) {
 	}
 	if st := w.hosts[1].h.Stats(); st.Failures == 0 || st.Failures > 10*sec/int64(DefaultTimeout)+1 {
 		t.Errorf("host 1 failed %d requests in a 10 s outage, want one each %v", st.Failures, DefaultTimeout)
+	}
+}
+
+// TestPacedHost: beside three hosts reading all they can, one reads a
+// tenth of the cap, paced, in pieces of 64 KiB: a Renew sees one piece of
+// it or two, never its rate. It gets its tenth, and the others the rest:
+// the cap is served whole.
+func TestPacedHost(t *testing.T) {
+	w := newWorld(t, time.Millisecond)
+	w.add(4, Options{}, func(i int, now int64) float64 {
+		if i == 0 {
+			return limit / 10
+		}
+		return math.Inf(1)
+	})
+	for _, s := range w.hosts {
+		s.piece = 64 << 10
+	}
+	total, per := w.run(10*sec, sec)
+	for i := 2; i < len(total); i++ {
+		if total[i] < 0.98 || total[i] > 1.0 || per[i][0] < 0.098 {
+			t.Errorf("second %d: the hosts served %.4f of the cap, the paced one %.4f; want 0.98-1.0, and its tenth", i, total[i], per[i][0])
+		}
 	}
 }
 

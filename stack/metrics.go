@@ -52,6 +52,10 @@ type Counters struct {
 	// WThrottledNs is the part of ThrottledNs that write pieces waited:
 	// the time writers were paused.
 	WThrottledNs int64 `json:"wthrottled_ns"`
+	// RDemandNs is the part of ThrottledNs that reads a reader waited on
+	// waited (not readahead, which keeps no reader waiting): the time
+	// readers were held.
+	RDemandNs int64 `json:"rdemand_ns"`
 }
 
 // WaitBounds are the upper bounds, in ns, of the buckets of a
@@ -109,6 +113,7 @@ var CounterFields = []CounterField{
 	{Name: "wb_early", Help: "bytes written whose writeback sluice started early", Get: func(c *Counters) int64 { return c.WritebackEarly }},
 	{Name: "dirty", Help: "bytes written and left dirty in the backing page cache, now", Get: func(c *Counters) int64 { return c.Dirty }},
 	{Name: "wthrottled_ns", Help: "time write pieces waited for the throttle", Nanos: true, Get: func(c *Counters) int64 { return c.WThrottledNs }},
+	{Name: "rdemand_ns", Help: "time reads a reader waited on waited for the throttle (not readahead)", Nanos: true, Get: func(c *Counters) int64 { return c.RDemandNs }},
 }
 
 // groupStats are a group's counters and wait histograms; its limits are

@@ -355,6 +355,9 @@ func (s *Stack) admitted(now int64, io *IO) {
 		if io.Dir == throttle.Read {
 			c.RIOs++
 			gs.rwait.add(wait)
+			if io.Class == throttle.Demand {
+				c.RDemandNs += wait
+			}
 		} else {
 			c.WIOs++
 			c.WThrottledNs += wait
@@ -375,6 +378,7 @@ func (s *Stack) released(now int64, t *ticket) {
 		gs := s.groupStats(g)
 		c := &gs.Counters
 		c.ThrottledNs += wait
+		c.RDemandNs += wait // a reader waits on every ticket
 		if t.kind == payTicket {
 			c.RIOs++
 			gs.rwait.add(wait)

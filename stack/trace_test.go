@@ -389,6 +389,10 @@ func (x *trace) metrics(a *tt.Args) {
 		if g.ThrottledNs != 0 {
 			f = append(f, "throttled="+tt.Time(g.ThrottledNs))
 		}
+		if g.RDemandNs != g.ThrottledNs-g.WThrottledNs {
+			// Readahead waited: readers were held for less.
+			f = append(f, "readers_held="+tt.Time(g.RDemandNs))
+		}
 		fmt.Fprintf(x.out, "%s: %s\n", g.Group, strings.Join(f, " "))
 	}
 	fmt.Fprintf(x.out, "cache %s, %d I/Os queued\n", tt.Bytes(m.CacheBytes), m.Queued)

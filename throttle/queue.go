@@ -223,8 +223,9 @@ func NewQueue(t *Tree) *Queue {
 // Len returns the number of queued requests.
 func (q *Queue) Len() int { return q.n }
 
-// Oldest returns, per direction, when the longest-waiting request queued
-// in g or below it was pushed, ok false where there is none.
+// Oldest returns, per direction, when the longest-waiting demand request
+// queued in g or below it was pushed, ok false where there is none:
+// readahead that waits keeps no reader waiting.
 func (q *Queue) Oldest(g *Group) (enq [2]int64, ok [2]bool) {
 	for x, n := range q.nodes {
 		if n.backlog == 0 {
@@ -238,10 +239,8 @@ func (q *Queue) Oldest(g *Group) (enq [2]int64, ok [2]bool) {
 			continue
 		}
 		for d := range n.fifo {
-			for _, f := range n.fifo[d] {
-				if f.head != nil && (!ok[d] || f.head.enq < enq[d]) {
-					enq[d], ok[d] = f.head.enq, true
-				}
+			if h := n.fifo[d][Demand].head; h != nil && (!ok[d] || h.enq < enq[d]) {
+				enq[d], ok[d] = h.enq, true
 			}
 		}
 	}

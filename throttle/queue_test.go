@@ -373,4 +373,13 @@ func TestOldest(t *testing.T) {
 	if _, ok := q.Oldest(tree.Group("c")); ok[Read] || ok[Write] {
 		t.Errorf("Oldest(c) = %v; want nothing", ok)
 	}
+	// Readahead keeps no reader waiting, however long it waits.
+	c := tree.Group("p/c")
+	q.Push(0, &Request{Group: c, Dir: Read, Bytes: 4096, Class: Readahead})
+	if _, ok := q.Oldest(c); ok[Read] || ok[Write] {
+		t.Errorf("Oldest(p/c) = %v with readahead alone queued; want nothing", ok)
+	}
+	if enq, _ := q.Oldest(p); enq[Read] != q.nodes[a].fifo[Read][Demand].head.enq {
+		t.Errorf("Oldest(p) = %v with p/c's older readahead queued; want a's read still", enq)
+	}
 }
