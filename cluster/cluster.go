@@ -200,11 +200,15 @@ func (c *Cluster) run() {
 	t := time.NewTimer(c.poll())
 	defer t.Stop()
 	// soon says the timer is set a poll after the last look at most: a
-	// token from the engine then changes nothing. Tokens come as often
-	// as requests start to wait, thousands a second: each sets the
-	// timer, none looks at once.
+	// token from the engine then changes nothing, and is not taken (a
+	// token taken wakes this goroutine; they come as often as requests
+	// start to wait, thousands a second).
 	soon, last := true, c.now()
 	for {
+		queued := c.queued
+		if soon {
+			queued = nil
+		}
 		select {
 		case <-c.quit:
 			return
@@ -217,11 +221,9 @@ func (c *Cluster) run() {
 				c.h.Answer(r.at, r.reply)
 			}
 			c.mu.Unlock()
-		case <-c.queued:
-			if !soon {
-				soon = true
-				t.Reset(max(time.Duration(last+int64(c.poll())-c.now()), 0))
-			}
+		case <-queued:
+			soon = true
+			t.Reset(max(time.Duration(last+int64(c.poll())-c.now()), 0))
 			continue
 		case <-t.C:
 		}

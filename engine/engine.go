@@ -214,11 +214,10 @@ func (e *Engine) SetLease(path string, l throttle.Lease) {
 }
 
 // NotifyQueued makes the engine send ch a token, where it has room,
-// each time it sets its timer sooner than it was set: a request began to
-// wait for the throttle, or other timed work is due (a token says to
-// look, not what is there); nil stops it. It lets a watcher of the
-// groups' waits (the cluster's leases) look at them often only while one
-// waits.
+// after each call of the stack that leaves requests waiting for the
+// throttle (a token says to look, not what is there); nil stops it. It
+// lets a watcher of the groups' waits (the cluster's leases) look at
+// them often only while one waits.
 func (e *Engine) NotifyQueued(ch chan<- struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -583,11 +582,11 @@ func (e *Engine) apply(a stack.Actions) {
 	if a.Wake >= 0 && !e.closed && (e.armedAt < 0 || a.Wake < e.armedAt) {
 		e.armedAt = a.Wake
 		e.alarm.arm(time.Duration(a.Wake - e.now()))
-		if e.queued != nil {
-			select {
-			case e.queued <- struct{}{}:
-			default:
-			}
+	}
+	if a.Queued && e.queued != nil {
+		select {
+		case e.queued <- struct{}{}:
+		default:
 		}
 	}
 	e.st.Recycle(a)

@@ -592,3 +592,42 @@ func TestInterruptHandedRead(t *testing.T) {
 		})
 	}
 }
+
+// TestNotifyQueued: the engine tells a watcher when a read waits for its
+// group's throttle, and says nothing of reads that never wait.
+func TestNotifyQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		data := randomData(MiB, 3)
+		e := newEngine(t, noReadahead)
+		ch := make(chan struct{}, 1)
+		e.NotifyQueued(ch)
+		e.SetLimits("slow", throttle.SetAll(throttle.Limits{RBPS: 64 << 10}))
+		free := &stack.Handle{Ino: 1, File: &memFile{data: data}}
+		readAll(t, e, free, e.Group("free"), data, 64<<10)
+		select {
+		case <-ch:
+			t.Fatal("a token for reads of a group with no limit, which never wait")
+		default:
+		}
+		// 256 KiB at 64 KiB/s: the reads after the first wait.
+		slow := &stack.Handle{Ino: 2, File: &memFile{data: data}}
+		done := make(chan struct{})
+		go func() {
+			readAll(t, e, slow, e.Group("slow"), data[:256<<10], 64<<10)
+			close(done)
+		}()
+		synctest.Wait()
+		select {
+		case <-ch:
+		default:
+			t.Fatal("no token while a read of the limited group waits for its throttle")
+		}
+		e.NotifyQueued(nil)
+		<-done
+		select {
+		case <-ch:
+			t.Fatal("a token after NotifyQueued(nil)")
+		default:
+		}
+	})
+}

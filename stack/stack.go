@@ -53,6 +53,8 @@ type Actions struct {
 	// reads them. A request in Done of the same Actions may still: a
 	// driver that reuses buffers copies its finished reads out first.
 	Free [][]byte
+	// Queued reports that requests wait for the throttle.
+	Queued bool
 }
 
 // Handle is the per-open-file state the stack keeps for the driver. The
@@ -339,6 +341,7 @@ func (s *Stack) release(now int64) Actions {
 	}
 	a := s.acts
 	a.Wake = next
+	a.Queued = s.queue.Len() > 0
 	s.acts = Actions{}
 	return a
 }
