@@ -41,7 +41,9 @@
 #     4 s, started a few ms apart from the others'); the settled seconds
 #     (not the first after a change) within 0.98-1.02;
 #     lease requests <= 20 a second per host
-#   outage: no read longer than a lease (1 s); no second above 1.0x the cap
+#   outage: no read longer than a lease (1 s) and a tenth (a host holding
+#     a lease of next to nothing when Redis stops waits for its end, then
+#     reads at its fallback); no second above 1.0x the cap
 #     while Redis is down (the fallback: cap / hosts seen); from 2 s after
 #     Redis is back, 0.98-1.02, and no second above 1.05
 #   latency: the median read with --cluster within 1 % of without
@@ -285,7 +287,7 @@ for kind, n, rate, path in rows:
     back = s[5 + outage:]
     print(f"\n## Redis stopped {outage} s ({n} hosts at {rate} MiB/s; host 0 paced at a tenth)\n")
     print("per second: " + " ".join(f"{x:.2f}" for x in s))
-    print(f"longest read: {d['max_us'] / 1e3:.0f} ms" + check(d["max_us"] <= 1e6, "outage: a read longer than a lease"))
+    print(f"longest read: {d['max_us'] / 1e3:.0f} ms" + check(d["max_us"] <= 1.1e6, "outage: a read longer than a lease and a tenth"))
     print(f"Redis down: most {max(down):.3f} of the cap in a second" + check(max(down) <= 1.0 + 0.005, "outage: above the cap while down"))
     print(f"Redis back: seconds {' '.join(f'{x:.3f}' for x in back)}; most {max(back):.3f}" + check(max(back) <= 1.05, "outage: a burst after return"))
     after = back[2:]

@@ -110,15 +110,15 @@ type Usage struct {
 	// I/Os).
 	Used int64
 	// Waited is the running total, in ns, of the time the group's
-	// requests in the cap's direction waited for the throttle, counted
-	// as they go. A group that waited a tenth of the time since the last
-	// request wants more than it holds.
+	// requests in the cap's direction that a reader or writer waits on
+	// waited for the throttle, counted as they go. A group that waited a
+	// tenth of the time since it was last measured, and used what it
+	// held, wants more than it holds.
 	Waited int64
-	// Waiting is how long the group's longest-waiting request in the
-	// cap's direction has waited so far (0: none waits). A group with one
-	// waiting Renew/10 or longer wants more than it holds, whatever
-	// Waited says: a request held at a lease of almost nothing has not
-	// gone yet to be counted there.
+	// Waiting is how long the group's longest-waiting such request has
+	// waited so far (0: none waits). One waiting Renew/10 or longer
+	// counts as waiting, whatever Waited says: a request held at a lease
+	// of almost nothing has not gone yet to be counted there.
 	Waiting int64
 	// Ops is the running total of the group's I/Os in the cap's
 	// direction (for an I/O cap, Used): a group with none for twice the
@@ -394,11 +394,10 @@ func (h *Host) Request(now int64, use []Usage) Request {
 
 // Early reports whether a request should be sent at now, before it is
 // due, given the host's use so far in use (as Request takes it): where a
-// cap's group went from using what it held to wanting more (it waited a
-// tenth of the time over the last Renew/10 or more), or the other way, or
-// still wants more and got less than its fair share while other hosts'
-// leases held the rest. Not within Renew/10 of the last request, and on
-// average no more often than Renew does.
+// cap's group went from using what it held to wanting more (measure), or
+// the other way, or stopped, or still waits and got less than its fair
+// share while other hosts' leases held the rest. Not within Renew/10 of
+// the last request, and on average no more often than Renew does.
 func (h *Host) Early(now int64, use []Usage) bool {
 	early := false
 	for _, u := range use {
