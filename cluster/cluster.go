@@ -10,9 +10,11 @@ package cluster
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -44,6 +46,10 @@ type Options struct {
 	Name string
 	// Host is this mount's name among them, unique in the cluster.
 	Host string
+	// CA is a PEM file of the certificate authorities the server's
+	// certificate must be signed by, for a rediss:// URL; "" for the
+	// system's.
+	CA string
 	// Lease sets the leases' timing; zero fields take lease's defaults.
 	Lease lease.Options
 	// Log reports the server lost and found again; nil for none.
@@ -96,6 +102,19 @@ func ParseURL(u string) (*redis.Options, error) {
 	return ro, nil
 }
 
+// LoadCA reads a PEM file of certificate authorities.
+func LoadCA(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s: no PEM certificate in it", path)
+	}
+	return pool, nil
+}
+
 // Join connects to the server, takes this host's first leases and holds
 // the engine's groups to them, then keeps them up to date until Close.
 // It fails where the URL is not one, or the server cannot be reached or
@@ -108,6 +127,14 @@ func Join(ctx context.Context, eng Engine, o Options) (*Cluster, error) {
 	}
 	if o.Name == "" {
 		return nil, errors.New("no cluster name")
+	}
+	if o.CA != "" {
+		if ro.TLSConfig == nil {
+			return nil, fmt.Errorf("%s: a certificate authority for a server without TLS: want rediss://", Redacted(o.URL))
+		}
+		if ro.TLSConfig.RootCAs, err = LoadCA(o.CA); err != nil {
+			return nil, err
+		}
 	}
 	// go-redis logs each failed dial on its own; the cluster reports the
 	// same failures once, as they change, through Options.Log.

@@ -2,8 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -282,4 +289,106 @@ func TestClusterRefused(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	<-exited
+}
+
+// TestClusterTLS: a mount reaches its Redis over TLS (rediss://) where the
+// server's certificate is signed by the authority --cluster-ca names, and
+// refuses, naming the flag, where it is not, or where the flag cannot
+// apply.
+func TestClusterTLS(t *testing.T) {
+	needMount(t)
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("skipping: redis-server is not installed (apt-get install redis-server)")
+	}
+	dir, src, mnt := srcMnt(t)
+	ca, srvCert, srvKey := testCerts(t, dir)
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	srv := exec.Command("redis-server", "--port", "0", "--tls-port", port, "--bind", "127.0.0.1", "--tls-cert-file", srvCert,
+		"--tls-key-file", srvKey, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no", "--save", "", "--appendonly", "no")
+	var log strings.Builder
+	srv.Stdout = &log
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server did not listen on %s:\n%s", addr, log.String())
+		}
+	}
+	url := "rediss://" + addr + "/0"
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--cluster", url}, []string{"--cluster rediss://", "certificate"}},
+		{[]string{"--cluster", "redis://" + addr, "--cluster-ca", ca}, []string{"--cluster-ca " + ca, "not a rediss:// URL"}},
+		{[]string{"--cluster", url, "--cluster-ca", filepath.Join(dir, "none.pem")}, []string{"--cluster-ca ", "no such file"}},
+		{[]string{"--cluster", url, "--cluster-ca", srvKey}, []string{"--cluster-ca ", "no PEM certificate"}},
+		{[]string{"--cluster-ca", ca}, []string{"give --cluster URL too"}},
+	} {
+		args := append(append([]string{"mount", "--limit", "builds rbps=1MiB", "--cluster-name", "t"}, tc.args...), src, mnt)
+		out, err := sluice(args...).CombinedOutput()
+		if isMounted(mnt) {
+			exec.Command("umount", "-l", mnt).Run()
+		}
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(string(out), w) {
+				t.Errorf("sluice %s: %v, want it refused saying %q:\n%s", strings.Join(tc.args, " "), err, w, out)
+				break
+			}
+		}
+	}
+	cmd, _, exited, _ := startMount(t, mnt, "mount", "--limit", "builds rbps=1MiB", "--cluster", url, "--cluster-name", "t", "--cluster-ca", ca, src, mnt)
+	out, err := sluice("stat", mnt).Output()
+	if err != nil || !strings.Contains(string(out), "Redis "+url+": leasing") {
+		t.Errorf("stat of a mount leasing over TLS: %v\n%s", err, out)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-exited
+}
+
+// testCerts writes a certificate authority and a server certificate it
+// signs for 127.0.0.1, and returns their files and the server's key.
+func testCerts(t *testing.T, dir string) (ca, cert, key string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caTmpl, &srvKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("srv.pem", "CERTIFICATE", srvDER), write("srv.key", "EC PRIVATE KEY", keyDER)
 }

@@ -122,7 +122,7 @@ type mountOpts struct {
 	noExec      bool
 	unmountDead bool
 	// The cluster whose mounts share the groups' caps (package cluster).
-	cluster, clusterName, clusterHost string
+	cluster, clusterName, clusterHost, clusterCA string
 }
 
 // The groups mount's flags are listed under in its help.
@@ -196,7 +196,8 @@ func mountFlags() (*pflag.FlagSet, *mountOpts) {
 	fs.StringVar(&o.cluster, "cluster", "", "a Redis server through which every mount of the same --cluster-name shares its groups' caps (rbps, wbps, riops, wiops), each summed over the hosts: redis://[USER:PASSWORD@]HOST:PORT[/DB], rediss:// for TLS, or unix:///PATH. Each host leases its part ten times a second, off the I/O path; without answers it keeps its lease to its end (1 s), then holds each cap over the hosts seen in the last minute")
 	fs.StringVar(&o.clusterName, "cluster-name", "", "the cluster's name: mounts of one name share the caps of groups of the same path (required with --cluster)")
 	fs.StringVar(&o.clusterHost, "cluster-host", "", "this mount's name in the cluster, unique among its mounts (default: HOSTNAME:MOUNTPOINT)")
-	flagDoc(fs, groupHosts, map[string]string{"cluster": "URL", "cluster-name": "NAME", "cluster-host": "NAME"})
+	fs.StringVar(&o.clusterCA, "cluster-ca", "", "PEM file of the certificate authorities whose signature the Redis server's certificate must bear, for a rediss:// URL (default: the system's)")
+	flagDoc(fs, groupHosts, map[string]string{"cluster": "URL", "cluster-name": "NAME", "cluster-host": "NAME", "cluster-ca": "FILE"})
 	return fs, o
 }
 
@@ -279,7 +280,7 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 			name, _ := os.Hostname()
 			host = name + ":" + opts.Mountpoint
 		}
-		cl, err := cluster.Join(context.Background(), m.Engine(), cluster.Options{URL: o.cluster, Name: o.clusterName, Host: host,
+		cl, err := cluster.Join(context.Background(), m.Engine(), cluster.Options{URL: o.cluster, Name: o.clusterName, Host: host, CA: o.clusterCA,
 			Log: func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }})
 		if err != nil {
 			m.Unmount()
@@ -550,11 +551,19 @@ func mountOptions(fs *pflag.FlagSet, o *mountOpts, pos []string, stderr io.Write
 	switch {
 	case o.cluster != "" && o.clusterName == "":
 		return opts, usagef("--cluster %s needs --cluster-name NAME: the mounts of one name share their groups' caps", cluster.Redacted(o.cluster))
-	case o.cluster == "" && (o.clusterName != "" || o.clusterHost != ""):
-		return opts, usagef("--cluster-name and --cluster-host name this mount in a cluster: give --cluster URL too")
+	case o.cluster == "" && (o.clusterName != "" || o.clusterHost != "" || o.clusterCA != ""):
+		return opts, usagef("--cluster-name, --cluster-host and --cluster-ca are of a mount in a cluster: give --cluster URL too")
 	case o.cluster != "":
 		if _, err := cluster.ParseURL(o.cluster); err != nil {
 			return opts, usagef("--cluster %v", err)
+		}
+		if o.clusterCA != "" {
+			if !strings.HasPrefix(o.cluster, "rediss://") {
+				return opts, usagef("--cluster-ca %s: --cluster %s is not a rediss:// URL, whose server's certificate it would check", o.clusterCA, cluster.Redacted(o.cluster))
+			}
+			if _, err := cluster.LoadCA(o.clusterCA); err != nil {
+				return opts, usagef("--cluster-ca %v", err)
+			}
 		}
 	}
 	switch o.transport {
