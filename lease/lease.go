@@ -526,7 +526,7 @@ func (h *Host) measure(c *held, u Usage, now int64) measurement {
 	if !c.taken || dt < int64(h.opts.Renew)/10 {
 		return measurement{}
 	}
-	rate := max(0, (u.Used-c.used)*int64(time.Second)/dt)
+	rate := perSec(u.Used-c.used, dt)
 	used, allow := u.Used-c.used, c.allow-c.mallow
 	if u.Ops-c.mops < coarse {
 		// Too few I/Os to tell: back to the last mark with enough
@@ -540,7 +540,7 @@ func (h *Host) measure(c *held, u Usage, now int64) measurement {
 		}
 		if b.at < c.at {
 			used, allow = u.Used-b.used, c.allow-b.allow
-			rate = max(rate, used*int64(time.Second)/(now-b.at))
+			rate = max(rate, perSec(used, now-b.at))
 		}
 	}
 	// It wants more where it waited and used what it held: waits alone
@@ -551,7 +551,7 @@ func (h *Host) measure(c *held, u Usage, now int64) measurement {
 	if n := u.Ops - c.ops[0].ops; n > 0 {
 		piece = max(1, (u.Used-c.ops[0].used)/n)
 	}
-	full := used*100 >= allow*97 || h.heldRate(c, now)*int64(h.opts.Renew) < piece*int64(time.Second)
+	full := used*100 >= allow*97 || h.heldRate(c, now) < perSec(piece, int64(h.opts.Renew))
 	m := measurement{rate: rate, wants: ((u.Waited-c.waited)*10 >= dt || h.stuck(u)) && full}
 	if u.Waiting == 0 && c.lastOpAt < now && (c.rate == 0 && u.Used == c.used || c.stopped(now, u.Ops)) {
 		m.rate, m.stopped = 0, true
@@ -559,6 +559,10 @@ func (h *Host) measure(c *held, u Usage, now int64) measurement {
 	m.ok = dt >= int64(h.opts.Renew) || m.wants || m.stopped
 	return m
 }
+
+// perSec is n over dt ns, per second, 0 at least; float, for a rate of
+// 100 GiB/s over a second is past an int64 in ns.
+func perSec(n, dt int64) int64 { return max(0, int64(float64(n)*float64(time.Second)/float64(dt))) }
 
 // heldRate is what c's group may use at now: its lease, or its fallback.
 func (h *Host) heldRate(c *held, now int64) int64 {
@@ -573,7 +577,7 @@ func (h *Host) heldRate(c *held, now int64) int64 {
 // counts to now: a Renew at most, where requests go).
 func (h *Host) integrate(c *held, now int64) {
 	if c.integrated && now > c.allowAt {
-		c.allow += h.heldRate(c, now) * (now - c.allowAt) / int64(time.Second)
+		c.allow += int64(float64(h.heldRate(c, now)) * float64(now-c.allowAt) / float64(time.Second))
 	}
 	c.allowAt, c.integrated = now, true
 }

@@ -460,3 +460,23 @@ func TestHundredHosts(t *testing.T) {
 		t.Errorf("a host asked %.1f times a second, more than 20", perSec)
 	}
 }
+
+// TestHugeCap: a group reading 100 GiB/s under a cap of 200 GiB/s asks
+// for its rate and a sixteenth: its bytes over a Renew, in ns, are past
+// what an int64 holds.
+func TestHugeCap(t *testing.T) {
+	const capBPS, rate = 200 << 30, 100 << 30
+	h := NewHost(Options{})
+	use := func(used int64) []Usage {
+		return []Usage{{Key: key, Limit: capBPS, Used: used, Ops: used >> 20}}
+	}
+	h.Request(0, use(0))
+	h.Answer(ms, Reply{Seen: 1, Grants: []int64{capBPS}, Fairs: []int64{capBPS}, Totals: []int64{0}, Holders: []int64{1}, Caps: []int64{capBPS}})
+	r := h.Request(100*ms, use(rate/10))
+	if got := r.Used[0]; got < rate*99/100 || got > rate*101/100 {
+		t.Errorf("use %d B/s, want %d", got, int64(rate))
+	}
+	if got, want := r.Demands[0], int64(rate)+rate/16; got < want*99/100 || got > want*101/100 {
+		t.Errorf("demand %d B/s, want %d", got, want)
+	}
+}
