@@ -260,21 +260,11 @@ func TestClusterRefused(t *testing.T) {
 		{[]string{"--cluster-name", "t"}, []string{"give --cluster URL too"}},
 		{[]string{"--cluster", "http://x", "--cluster-name", "t"}, []string{"--cluster \"http://x\"", "want redis://"}},
 	} {
-		args := append(append([]string{"mount", "--limit", "builds rbps=1MiB"}, tc.args...), src, mnt)
-		out, err := sluice(args...).CombinedOutput()
-		if isMounted(mnt) {
-			exec.Command("umount", "-l", mnt).Run()
-		}
-		for _, w := range tc.want {
-			if err == nil || !strings.Contains(string(out), w) {
-				t.Errorf("sluice %s: %v, want it refused saying %q:\n%s", strings.Join(tc.args, " "), err, w, out)
-				break
-			}
-		}
-		if strings.Contains(string(out), "secret") || strings.Contains(string(out), ":wrong@") {
+		out := refused(t, mnt, append(append([]string{"mount", "--limit", "builds rbps=1MiB"}, tc.args...), src, mnt), tc.want...)
+		if strings.Contains(out, "secret") || strings.Contains(out, ":wrong@") {
 			t.Errorf("sluice %s shows the password:\n%s", strings.Join(tc.args, " "), out)
 		}
-		if strings.Count(string(out), "\n") > 2 {
+		if strings.Count(out, "\n") > 2 {
 			t.Errorf("sluice %s: want the refusal and where to read more, no more:\n%s", strings.Join(tc.args, " "), out)
 		}
 	}
@@ -289,6 +279,23 @@ func TestClusterRefused(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	<-exited
+}
+
+// refused runs sluice with args, a mount at mnt, and fails the test
+// unless it is refused saying each of want; it returns what it said.
+func refused(t *testing.T, mnt string, args []string, want ...string) string {
+	t.Helper()
+	out, err := sluice(args...).CombinedOutput()
+	if isMounted(mnt) {
+		exec.Command("umount", "-l", mnt).Run()
+	}
+	for _, w := range want {
+		if err == nil || !strings.Contains(string(out), w) {
+			t.Errorf("sluice %s: %v, want it refused saying %q:\n%s", strings.Join(args, " "), err, w, out)
+			break
+		}
+	}
+	return string(out)
 }
 
 // TestClusterTLS: a mount reaches its Redis over TLS (rediss://) where the
@@ -332,17 +339,7 @@ func TestClusterTLS(t *testing.T) {
 		{[]string{"--cluster", url, "--cluster-ca", srvKey}, []string{"--cluster-ca ", "no PEM certificate"}},
 		{[]string{"--cluster-ca", ca}, []string{"give --cluster URL too"}},
 	} {
-		args := append(append([]string{"mount", "--limit", "builds rbps=1MiB", "--cluster-name", "t"}, tc.args...), src, mnt)
-		out, err := sluice(args...).CombinedOutput()
-		if isMounted(mnt) {
-			exec.Command("umount", "-l", mnt).Run()
-		}
-		for _, w := range tc.want {
-			if err == nil || !strings.Contains(string(out), w) {
-				t.Errorf("sluice %s: %v, want it refused saying %q:\n%s", strings.Join(tc.args, " "), err, w, out)
-				break
-			}
-		}
+		refused(t, mnt, append(append([]string{"mount", "--limit", "builds rbps=1MiB", "--cluster-name", "t"}, tc.args...), src, mnt), tc.want...)
 	}
 	cmd, _, exited, _ := startMount(t, mnt, "mount", "--limit", "builds rbps=1MiB", "--cluster", url, "--cluster-name", "t", "--cluster-ca", ca, src, mnt)
 	out, err := sluice("stat", mnt).Output()
