@@ -104,7 +104,18 @@ type FaultRule struct {
 	// 1000 reads a second is Ops OpRead, Delay 1ms, Serial. The default,
 	// false, delays every operation on its own.
 	Serial bool
+	// Disk, where set, is the disk a Serial rule's operations queue on:
+	// the rules of every tree given the same Disk serve one operation at
+	// a time among them all, as several hosts' mounts of one server. nil
+	// is a disk of the rule's own.
+	Disk *Disk
 }
+
+// Disk is a queue that Serial rules of several trees share (FaultRule.Disk).
+type Disk struct{ ch chan struct{} }
+
+// NewDisk returns a Disk with nothing queued.
+func NewDisk() *Disk { return &Disk{ch: make(chan struct{}, 1)} }
 
 // Validate reports what is wrong with the rule, naming the field.
 func (r *FaultRule) Validate() error {
@@ -246,7 +257,10 @@ func (t *FaultTree) SetRules(rules ...FaultRule) error {
 	t.rules = append([]FaultRule(nil), rules...)
 	t.serial = make([]chan struct{}, len(rules))
 	for i := range rules {
-		if rules[i].Serial {
+		switch {
+		case rules[i].Serial && rules[i].Disk != nil:
+			t.serial[i] = rules[i].Disk.ch
+		case rules[i].Serial:
 			t.serial[i] = make(chan struct{}, 1)
 		}
 	}

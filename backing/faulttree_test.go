@@ -1,6 +1,7 @@
 package backing
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -357,4 +358,44 @@ func TestFaultTreeSerial(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFaultTreeSharedDisk: the Serial rules of two trees given one Disk
+// serve one read at a time between them: four reads on each, sent
+// together at 1 ms each, finish 1 ms apart, the last after 8 ms.
+func TestFaultTreeSharedDisk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		disk := NewDisk()
+		var files []*File
+		for i := range 2 {
+			ft := newFaultTree(t, NewMemTree(MemOptions{}), FaultOptions{Rules: []FaultRule{
+				{Ops: OpRead, Delay: time.Millisecond, Serial: true, Disk: disk},
+			}})
+			_, f, err := ft.Create(&Cred{}, RootID, fmt.Sprint("disk", i), syscall.O_RDWR, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			files = append(files, f)
+		}
+		start := time.Now()
+		var mu sync.Mutex
+		var done []time.Duration
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				files[i%2].ReadAt(make([]byte, 1), 0)
+				mu.Lock()
+				done = append(done, time.Since(start))
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		slices.Sort(done)
+		for i, d := range done {
+			if want := time.Duration(i+1) * time.Millisecond; d != want {
+				t.Fatalf("reads on two trees of one disk finished at %v, want the %dth at %v", done, i+1, want)
+			}
+		}
+	})
 }

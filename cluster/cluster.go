@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +35,11 @@ type Engine interface {
 	// NotifyQueued has the engine send ch a token when a request may
 	// have begun to wait (engine.Engine.NotifyQueued).
 	NotifyQueued(ch chan<- struct{})
+	// Sharing returns the device's state and its top-level groups'
+	// totals, where groups share it by weight.
+	Sharing() stack.Sharing
+	// SetElsewhere says whether other hosts' groups use the device.
+	SetElsewhere(v bool)
 }
 
 // Options configure a Cluster.
@@ -65,10 +71,14 @@ type Cluster struct {
 	eng     Engine
 	epoch   time.Time
 
-	mu      sync.Mutex
-	h       *lease.Host
-	leased  map[string]throttle.Lease // the leases set, by group
-	lost    bool                      // holding fallbacks, logged
+	mu     sync.Mutex
+	h      *lease.Host
+	leased map[string]throttle.Lease // the leases set, by group
+	lost   bool                      // holding fallbacks, logged
+	// elsewhere says the engine was told other hosts use the device.
+	elsewhere bool
+	// unitNs is the device time of a reference I/O by the host's model.
+	unitNs  atomic.Int64
 	lastErr error
 	started int64
 
@@ -161,7 +171,7 @@ func Join(ctx context.Context, eng Engine, o Options) (*Cluster, error) {
 	}
 	now := c.now()
 	c.started = now
-	req := h.Request(now, c.usage())
+	req := h.Request(now, c.usage(now))
 	r, err := c.send(fctx, req)
 	if err != nil {
 		c.rdb.Close()
@@ -181,9 +191,29 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 func (c *Cluster) now() int64 { return int64(time.Since(c.epoch)) }
 
-// usage reads the engine's running totals for every cap of every group.
-func (c *Cluster) usage() []lease.Usage {
+// usage reads the engine's running totals for every cap of every group,
+// and where the groups share the device by weight, their totals on it
+// (lease.Host.SetShares) and their leases of device time.
+func (c *Cluster) usage(now int64) []lease.Usage {
 	var out []lease.Usage
+	sh := c.eng.Sharing()
+	var groups []lease.ShareUse
+	for _, g := range sh.Groups {
+		groups = append(groups, lease.ShareUse{Group: g.Group, Weight: g.Weight, Units: g.Units, BusyNs: g.BusyNs})
+	}
+	c.mu.Lock()
+	c.h.SetShares(now, lease.DeviceUse{Capacity: sh.Held, Saturated: sh.Device.Saturated}, groups)
+	allots := c.h.Allots(now)
+	c.mu.Unlock()
+	c.unitNs.Store(sh.Device.ReadNs)
+	for _, g := range sh.Groups {
+		// A lease for the groups that use the device here: one that
+		// starts is held by the device's capacity until it has one.
+		if a := allots[g.Group]; a > 0 && c.h.ShareActive(g.Group) {
+			out = append(out, lease.Usage{Key: lease.Key{Group: g.Group, Cap: lease.DevKey}, Limit: a,
+				Used: g.Units, Waited: g.WaitedNs, Waiting: g.Waiting, Ops: g.Ops})
+		}
+	}
 	for _, g := range c.eng.Capped() {
 		l, n := g.Limit, &g.Counters
 		rw := n.RDemandNs // readahead that waits keeps no reader waiting
@@ -256,7 +286,7 @@ func (c *Cluster) run() {
 		}
 		now := c.now()
 		last = now
-		use := c.usage()
+		use := c.usage(now)
 		busy := false
 		for _, u := range use {
 			busy = busy || u.Waiting > 0
@@ -304,7 +334,17 @@ func (c *Cluster) apply(now int64) {
 	holds := c.h.Holds(now)
 	seen := c.h.Seen()
 	lastErr := c.lastErr
+	elsewhere := false
+	if c.h.Allots(now) != nil || c.h.Answered() {
+		for _, x := range c.h.Pool() {
+			elsewhere = elsewhere || x.Host != c.opts.Host && x.Uses()
+		}
+	}
 	c.mu.Unlock()
+	if elsewhere != c.elsewhere {
+		c.eng.SetElsewhere(elsewhere)
+		c.elsewhere = elsewhere
+	}
 	want := map[string]throttle.Lease{}
 	fallback := false
 	for _, x := range holds {
@@ -318,9 +358,15 @@ func (c *Cluster) apply(now int64) {
 			l.RIOPS = x.Rate
 		case "wiops":
 			l.WIOPS = x.Rate
+		case lease.DevKey:
+			// Reference I/Os a second, as device ns a second by this
+			// host's model now.
+			l.Dev = max(int64(float64(x.Rate)*float64(c.unitNs.Load())/1e6), 1)
 		}
 		want[x.Group] = l
-		fallback = fallback || !x.Leased
+		// A lease of device time is asked for as the device saturates:
+		// until its first answer it is not a fallback.
+		fallback = fallback || !x.Leased && (x.Cap != lease.DevKey || !c.h.Answered())
 	}
 	for g, l := range want {
 		if c.leased[g] != l {
@@ -393,7 +439,11 @@ type Status struct {
 	Caps      []Cap   `json:"caps"`
 }
 
-// Cap is one shared cap's state.
+// Cap is one shared cap's state. Key "dev" is a group's part of a device
+// the hosts share by weight (lease.DevKey): its figures are device time in
+// reference I/Os a second, 4 KiB random reads as each host's model prices
+// them, and Limit and Shared what the division of the device gives the
+// group over every host.
 type Cap struct {
 	Group string `json:"group"`
 	Key   string `json:"cap"`
@@ -427,8 +477,15 @@ func (c *Cluster) Status() Status {
 		s.LastErr = c.lastErr.Error()
 	}
 	for _, x := range c.h.Holds(now) { // sorted by group and cap
-		s.Caps = append(s.Caps, Cap{Group: x.Group, Key: x.Cap, Limit: x.Limit, Shared: x.Shared, Rate: x.Rate,
-			Leased: x.Leased, Use: x.Use, Total: x.Total, Holders: x.Holders})
+		k := Cap{Group: x.Group, Key: x.Cap, Limit: x.Limit, Shared: x.Shared, Rate: x.Rate,
+			Leased: x.Leased, Use: x.Use, Total: x.Total, Holders: x.Holders}
+		if x.Cap == lease.DevKey {
+			// Millionths of a reference I/O: shown in reference I/Os.
+			for _, v := range []*int64{&k.Limit, &k.Shared, &k.Rate, &k.Use, &k.Total} {
+				*v = (*v + 5e5) / 1e6
+			}
+		}
+		s.Caps = append(s.Caps, k)
 	}
 	return s
 }

@@ -23,6 +23,7 @@ import (
 	"sluice/backing"
 	"sluice/cluster"
 	"sluice/internal/mountinfo"
+	"sluice/lease"
 	"sluice/stack"
 )
 
@@ -590,5 +591,11 @@ func clusterLines(c *cluster.Status, exact bool) string {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", x.Group, x.Key, unit(x.Shared), here, unit(x.Use), unit(x.Total), x.Holders)
 	}
 	tw.Flush()
+	for _, x := range c.Caps {
+		if x.Key == lease.DevKey {
+			b.WriteString("  dev: a group's part of the device the hosts share by weight, in 4 KiB random reads a second\n")
+			break
+		}
+	}
 	return b.String()
 }

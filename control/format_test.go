@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"sluice/cluster"
 )
 
 // TestPassLine: stat's line about files open by passthrough names every
@@ -69,6 +71,20 @@ func TestTransportLine(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("transport %q: stat's second line %q, want %q", tc.transport, got, tc.want)
+		}
+	}
+}
+
+// TestClusterLinesDev: stat shows a group's part of a device the hosts
+// share by weight as the cap "dev", in reference I/Os a second, and says
+// what that is.
+func TestClusterLinesDev(t *testing.T) {
+	out := clusterLines(&cluster.Status{Name: "farm", Host: "h1", URL: "redis://r:6379", Answered: true, Seen: 2, Caps: []cluster.Cap{
+		{Group: "a", Key: "dev", Shared: 266, Rate: 270, Leased: true, Use: 260, Total: 260, Holders: 1},
+	}}, true)
+	for _, want := range []string{"a  dev   266/s  270/s      260/s        260/s      1", "dev: a group's part of the device the hosts share by weight, in 4 KiB random reads a second"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stat's cluster lines lack %q:\n%s", want, out)
 		}
 	}
 }

@@ -232,6 +232,22 @@ func (e *Engine) Capped() []stack.GroupMetrics {
 	return e.st.Capped(e.now())
 }
 
+// Sharing returns the device's state and its top-level groups' totals,
+// where the device is shared (stack.Stack.Sharing).
+func (e *Engine) Sharing() stack.Sharing {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.st.Sharing(e.now())
+}
+
+// SetElsewhere says whether groups of other hosts use the device now
+// (stack.Stack.SetElsewhere).
+func (e *Engine) SetElsewhere(v bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.st.SetElsewhere(v)
+}
+
 // Metrics returns a snapshot of the stack's figures.
 func (e *Engine) Metrics() stack.Metrics {
 	e.mu.Lock()

@@ -134,6 +134,9 @@ type Request struct {
 	// and the most it will take (-1: no bound; rejoining after a gap, its
 	// fallback).
 	Limits, Demands, Used, Most []int64
+	// Shares is the host's figures on a device shared by weight
+	// (SetShares); "" for none.
+	Shares string
 }
 
 // Args returns the request's keys and arguments for Script: the Redis
@@ -141,18 +144,19 @@ type Request struct {
 // a Redis cluster.
 func (r Request) Args(name, host string, o Options) (keys []string, args []any) {
 	o.defaults()
-	args = append(args, host, o.Lease.Milliseconds(), o.Seen.Milliseconds())
+	args = append(args, host, o.Lease.Milliseconds(), o.Seen.Milliseconds(), r.Shares)
 	for i := range r.Keys {
 		args = append(args, r.Limits[i], r.Demands[i], r.Used[i], r.Most[i])
 	}
 	return RedisKeys(name, r.Keys), args
 }
 
-// RedisKeys returns the Redis keys of the cluster name's hosts and of the
-// caps ks, in that order, as Script and ReleaseScript take them.
+// RedisKeys returns the Redis keys of the cluster name's hosts, of their
+// figures on a shared device and of the caps ks, in that order, as Script
+// and ReleaseScript take them.
 func RedisKeys(name string, ks []Key) []string {
 	prefix := "sluice:{" + name + "}:"
-	keys := []string{prefix + "hosts"}
+	keys := []string{prefix + "hosts", prefix + "shares"}
 	for _, k := range ks {
 		keys = append(keys, prefix+k.Cap+":"+k.Group)
 	}
@@ -168,17 +172,38 @@ type Reply struct {
 	// the use per second of every host holding a lease on it, how many
 	// do, and the cap they share (the smallest of theirs).
 	Grants, Fairs, Totals, Holders, Caps []int64
+	// Pool is every host's figures on a shared device whose lease has
+	// not ended (SetShares), this host's included.
+	Pool []HostShare
 }
 
 // fields is the number of Script's reply fields per cap.
 const fields = 5
 
 // ParseReply reads Script's reply for a request of n keys, as a Redis
-// client returns it (a slice of integers).
+// client returns it: the server's time and the hosts seen, the number of
+// hosts' figures on a shared device and each as a host and its figures,
+// then the caps' integers.
 func ParseReply(v any, n int) (Reply, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 2+fields*n {
+	if !ok || len(a) < 3 {
 		return Reply{}, fmt.Errorf("lease: a reply of %T %v for %d caps", v, v, n)
+	}
+	var pool []HostShare
+	if k, ok := a[2].(int64); !ok || k < 0 || len(a) != 3+2*int(k)+fields*n {
+		return Reply{}, fmt.Errorf("lease: a reply of %T %v for %d caps", v, v, n)
+	} else {
+		for i := range int(k) {
+			host, ok1 := a[3+2*i].(string)
+			blob, ok2 := a[4+2*i].(string)
+			if !ok1 || !ok2 {
+				return Reply{}, fmt.Errorf("lease: reply field %d is %T", 3+2*i, a[3+2*i])
+			}
+			if s, ok := parseShare(host, blob); ok {
+				pool = append(pool, s)
+			}
+		}
+		a = append(a[:2:2], a[3+2*k:]...)
 	}
 	ints := make([]int64, len(a))
 	for i, x := range a {
@@ -195,7 +220,7 @@ func ParseReply(v any, n int) (Reply, error) {
 			return Reply{}, fmt.Errorf("lease: reply field %d is %T", i, x)
 		}
 	}
-	r := Reply{Seen: int(ints[1])}
+	r := Reply{Seen: int(ints[1]), Pool: pool}
 	for i := range n {
 		f := ints[2+fields*i:]
 		r.Grants = append(r.Grants, f[0])
@@ -230,6 +255,17 @@ type Host struct {
 	rejoin   int
 	seen     int
 	stats    Stats
+	// shares are the groups' totals on a shared device when last
+	// measured, blob what the next request publishes of them (SetShares);
+	// pool and allots what the last answer said of every host's.
+	shares map[string]*shareState
+	blob   string
+	pool   []HostShare
+	allots map[string]int64
+	// heldAt is when an answer last said a host's capacity controller
+	// held the device at a capacity, if one ever did.
+	heldAt   int64
+	everHeld bool
 }
 
 // held is one shared cap's state.
@@ -388,6 +424,7 @@ func (h *Host) Request(now int64, use []Usage) Request {
 	if !h.asked {
 		h.asked, h.early, h.earlyAt = true, earlyBurst, now
 	}
+	r.Shares = h.blob
 	h.flying, h.sent, h.last, h.keys = true, now, now, r.Keys
 	return r
 }
@@ -487,6 +524,13 @@ func (h *Host) Answer(now int64, r Reply) {
 	case !h.answered && h.stats.Trips > 1:
 		h.rejoin = h.opts.Rejoin - 1
 	}
+	for _, x := range r.Pool {
+		if x.Capacity {
+			h.heldAt, h.everHeld = now, true
+		}
+	}
+	h.pool = r.Pool
+	h.allots = Allot(r.Pool, h.everHeld && now-h.heldAt <= int64(ShareHold), h.allots)
 	h.answered = true
 	h.next = h.sent + int64(h.opts.Renew)
 	h.flying = false

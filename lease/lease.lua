@@ -2,15 +2,20 @@
 -- server's own (TIME), so the hosts' clocks never meet.
 --
 -- KEYS[1]: hash, host -> when it was last seen (ms of the server's clock).
--- KEYS[k], k >= 2: hash per shared cap, host -> "grant until demand cap used".
+-- KEYS[2]: hash, host -> "until\nfigures": its figures on a device the
+-- hosts share by weight, held until its lease ends.
+-- KEYS[k], k >= 3: hash per shared cap, host -> "grant until demand cap used".
 -- ARGV[1]: the host; ARGV[2]: the lease in ms; ARGV[3]: how long a host
--- counts as seen, in ms. Per cap KEYS[k]: ARGV[4k-4] the host's cap,
--- ARGV[4k-3] its demand (-1: as much as it can get), ARGV[4k-2] its use,
--- per second, and ARGV[4k-1] the most it will take (-1: no bound), what a
--- host rejoining after a gap holds itself to: what it is granted is held
--- from the others, so it is never granted more.
+-- counts as seen, in ms; ARGV[4]: its figures on a shared device ("":
+-- none). Per cap KEYS[k]: ARGV[4k-7] the host's cap, ARGV[4k-6] its
+-- demand (-1: as much as it can get), ARGV[4k-5] its use, per second, and
+-- ARGV[4k-4] the most it will take (-1: no bound), what a host rejoining
+-- after a gap holds itself to: what it is granted is held from the
+-- others, so it is never granted more.
 --
--- Returns the server's time and the hosts seen, then per cap: the rate
+-- Returns the server's time and the hosts seen; the number of hosts'
+-- figures on a shared device, and each as the host and its figures
+-- (this host's included); then per cap: the rate
 -- granted, the host's fair share (more than the grant where the others'
 -- leases hold the rest), the use of every host holding a lease (this
 -- one's included), how many hold one, and the cap they share (the
@@ -30,8 +35,29 @@ for i = 1, #hosts, 2 do
 end
 redis.call('PEXPIRE', KEYS[1], window)
 local out = {now, seen}
-for k = 2, #KEYS do
-	local a = 4 * k - 4
+if ARGV[4] == '' then
+	redis.call('HDEL', KEYS[2], host)
+else
+	redis.call('HSET', KEYS[2], host, (now + lease) .. '\n' .. ARGV[4])
+end
+local shares = redis.call('HGETALL', KEYS[2])
+local pool = {}
+for i = 1, #shares, 2 do
+	local nl = string.find(shares[i + 1], '\n', 1, true)
+	if nl ~= nil and tonumber(string.sub(shares[i + 1], 1, nl - 1)) > now then
+		pool[#pool + 1] = shares[i]
+		pool[#pool + 1] = string.sub(shares[i + 1], nl + 1)
+	else
+		redis.call('HDEL', KEYS[2], shares[i])
+	end
+end
+redis.call('PEXPIRE', KEYS[2], window + lease)
+out[#out + 1] = #pool / 2
+for i = 1, #pool do
+	out[#out + 1] = pool[i]
+end
+for k = 3, #KEYS do
+	local a = 4 * k - 7
 	local mine, demand, used, most = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
 	local cap, committed, total, holders = mine, 0, used, 1
 	local want = {demand}

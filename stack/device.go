@@ -19,7 +19,14 @@ import (
 type device struct {
 	model cost.Model
 	ctl   *cost.Controller
+	// elsewhere says other hosts' groups use the device too (SetElsewhere).
+	elsewhere bool
 }
+
+// SetElsewhere says whether groups of other hosts use the device now
+// (package cluster knows): where they do, a group alone here competes for
+// it all the same, and the capacity controller may find it saturated.
+func (s *Stack) SetElsewhere(v bool) { s.dev.elsewhere = v }
 
 // DeviceMetrics is what the stack knows of the device it shares.
 type DeviceMetrics struct {
@@ -152,7 +159,7 @@ func (s *Stack) steered(now int64) int64 {
 	if s.queue.Len() > 0 && s.tree.DeviceBacklog(now) {
 		s.dev.ctl.Backlog(now)
 	}
-	if s.queue.Users() > 1 {
+	if u := s.queue.Users(); u > 1 || u > 0 && s.dev.elsewhere {
 		s.dev.ctl.Contended(now)
 	}
 	return s.dev.ctl.Next()
@@ -190,4 +197,66 @@ func (d DeviceMetrics) State() string {
 		return "holding requests back, " + given
 	}
 	return given
+}
+
+// refUnits returns device time of cost ns in reference I/Os: 4 KiB
+// random reads, as the model prices them now. Hosts that share a device
+// price its time each by their own model, learned from what each sees of
+// it (one whose queue in the device is deeper sees every I/O take
+// longer); in reference I/Os they count alike.
+func (s *Stack) refUnits(ns int64) float64 {
+	return float64(ns) / float64(max(s.dev.model.Cost(cost.Read, true, 4096), 1))
+}
+
+// Sharing is what the stack tells of the device's top-level groups where
+// the hosts of a cluster share SOURCE's device by weight (package cluster).
+type Sharing struct {
+	// Device is the device as this host sees it.
+	Device DeviceMetrics
+	// Held says the capacity controller holds the device at a capacity:
+	// it found it saturated lately (the capacity may not be in force:
+	// see throttle.Tree.SetCapacity).
+	Held   bool
+	Groups []GroupShare
+}
+
+// GroupShare is one top-level group's running totals on a shared device.
+type GroupShare struct {
+	Group  string
+	Weight int64 // the group's weight, or the default
+	// Units is the device time charged to it in reference I/Os (4 KiB
+	// random reads, as this host's model priced them when charged), in
+	// millionths; BusyNs the time it had requests queued or in the device,
+	// WaitedNs the time its readers and writers waited for the throttle,
+	// in ns since the mount began; Waiting is how long its longest-waiting
+	// request has waited now (0: none waits); Ops counts its device I/Os.
+	Units, BusyNs, WaitedNs, Waiting, Ops int64
+}
+
+// Sharing returns, where the device is shared, the device's state and
+// every top-level group's totals at now; the zero Sharing where it is not.
+func (s *Stack) Sharing(now int64) Sharing {
+	if !s.tree.Shared() {
+		return Sharing{}
+	}
+	out := Sharing{Device: s.deviceMetrics(), Held: s.dev.ctl.Capacity() != 0}
+	for _, g := range s.tree.Groups() {
+		if g.Parent() != nil {
+			continue
+		}
+		x := GroupShare{Group: g.Path(), Weight: g.Limits().WeightOrDefault(), BusyNs: s.queue.BusyNs(now, g)}
+		if c := s.stats[g]; c != nil {
+			x.Units = int64(c.units * 1e6)
+			x.WaitedNs = c.RDemandNs + c.WThrottledNs
+			x.Ops = c.RIOs + c.WIOs
+		}
+		enq, ok := s.queue.Oldest(g)
+		for d := range enq {
+			if ok[d] {
+				x.Waiting = max(x.Waiting, now-enq[d], 1)
+			}
+		}
+		out.Groups = append(out.Groups, x)
+	}
+	return out
 }

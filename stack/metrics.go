@@ -121,6 +121,9 @@ var CounterFields = []CounterField{
 type groupStats struct {
 	Counters
 	rwait, wwait WaitHistogram
+	// units is, for a top-level group where the device is shared, its
+	// device time in reference I/Os (see refUnits).
+	units float64
 }
 
 func (s *Stack) counters(g *throttle.Group) *Counters { return &s.groupStats(g).Counters }

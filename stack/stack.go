@@ -353,6 +353,9 @@ func (s *Stack) admitted(now int64, io *IO) {
 	wait := now - io.queuedAt
 	for g := io.group; g != nil; g = g.Parent() {
 		gs := s.groupStats(g)
+		if g.Parent() == nil && io.req.Cost > 0 {
+			gs.units += s.refUnits(io.req.Cost)
+		}
 		c := &gs.Counters
 		c.ThrottledNs += wait
 		if io.Dir == throttle.Read {
@@ -379,6 +382,9 @@ func (s *Stack) released(now int64, t *ticket) {
 	wait := now - t.queuedAt
 	for g := t.req.Group; g != nil; g = g.Parent() {
 		gs := s.groupStats(g)
+		if g.Parent() == nil && t.req.Cost > 0 {
+			gs.units += s.refUnits(t.req.Cost)
+		}
 		c := &gs.Counters
 		c.ThrottledNs += wait
 		c.RDemandNs += wait // a reader waits on every ticket

@@ -55,8 +55,14 @@ type Limits struct {
 // hosts share them (package lease): per cap key, the rate it is held to
 // here, never above the cap; 0 where the key is not leased. A lease of
 // nothing at all is 1 (a byte or an I/O a second).
+//
+// Dev is the device time, in ns a second as Request.Cost counts it, the
+// group may take here where the hosts share SOURCE's device by weight
+// (0: no such lease); it holds the group as the device's capacity holds
+// the root, and only where the Tree is Shared.
 type Lease struct {
 	RBPS, WBPS, RIOPS, WIOPS int64
+	Dev                      int64
 }
 
 // minBPS and minIOPS return the floors of direction d (0: none).

@@ -126,6 +126,9 @@ type qnode struct {
 	// the Cost of the last one released.
 	inflight int
 	lastCost int64
+	// busyNs sums, for a top-level group, the time it had requests queued
+	// or in the device, up to busyAt, since when it has been busy if it is.
+	busyNs, busyAt int64
 	idle     []*qnode
 	largest  int64 // as a parent: the most tag it has served one request (see dispatch)
 }
@@ -174,6 +177,8 @@ type Queue struct {
 	// users counts the top-level groups with requests queued or, where
 	// the device is shared, in the device (see Users).
 	users int
+	// now is the latest time the caller passed in.
+	now int64
 }
 
 // busy reports whether x has requests queued or in the device.
@@ -188,9 +193,26 @@ func (q *Queue) settle(x *qnode, was bool) {
 	switch is := x.busy(); {
 	case is && !was:
 		q.users++
+		x.busyAt = q.now
 	case was && !is:
 		q.users--
+		x.busyNs += max(q.now-x.busyAt, 0)
 	}
+}
+
+// BusyNs returns how long, in total up to now, the top-level group g had
+// requests queued or, where the device is shared, in the device (0 for
+// other groups): a group busy all the time is held by the throttle or the
+// device, never by its own pace.
+func (q *Queue) BusyNs(now int64, g *Group) int64 {
+	x := q.nodes[g]
+	if x == nil || x.up != q.root {
+		return 0
+	}
+	if x.busy() {
+		return x.busyNs + max(now-x.busyAt, 0)
+	}
+	return x.busyNs
 }
 
 // Users returns how many top-level groups have requests queued or, where
@@ -272,6 +294,7 @@ func (q *Queue) Push(now int64, r *Request) {
 	case r.Bytes < 0 || r.IOs < 0 || r.Cost < 0:
 		panic(fmt.Sprintf("throttle: Push of %d bytes, %d ios, %d ns", r.Bytes, r.IOs, r.Cost))
 	}
+	q.now = max(q.now, now)
 	n := q.node(r.Group)
 	q.seq++
 	r.q, r.seq, r.enq, r.Floor, r.floorAt = q, q.seq, now, false, nil
@@ -364,6 +387,7 @@ const retryAfter = int64(1e6)
 // earlier after Push, Remove, Promote, Tree.SetLimits or Tree.Refund. A
 // call at any time is safe; an early one releases nothing new.
 func (q *Queue) Release(now int64, out []*Request) ([]*Request, int64) {
+	q.now = max(q.now, now)
 	for {
 		q.wait = math.MaxInt64
 		r := q.pick(now, q.root, [2]bool{true, true})
@@ -631,6 +655,7 @@ const holdRatio = 4
 // they were sent.
 func (q *Queue) Finished(now int64, g *Group, d Dir, k int) {
 	q.t.check(g, d)
+	q.now = max(q.now, now)
 	n := q.node(g)
 	for x := n; x != q.root; x = x.up {
 		was := x.busy()

@@ -23,6 +23,10 @@ import (
 //	limit GROUP [t=] [rbps=] [wbps=] [riops=] [wiops=] [weight=]
 //	      [rbps.min=] [riops.min=]
 //	    SetLimits; an absent field is max (unlimited), or no weight, no floor
+//	lease GROUP [t=] [rbps=] [dev=D]
+//	    SetLease: D of device time a second (absent: no lease)
+//	busy [t=] group=G
+//	    Queue.BusyNs and Group.DevNs of G
 //	capacity [t=] per-second=D
 //	    Tree.SetCapacity: D of device time a second (0: any); prints
 //	    whether the device is shared and the capacity in force
@@ -122,6 +126,11 @@ func (x *trace) do(t *testing.T, td *datadriven.TestData) string {
 			RIOPS: a.Int("riops", 0), WIOPS: a.Int("wiops", 0),
 			Weight: a.Int("weight", 0), RBPSMin: a.Bytes("rbps.min", 0), RIOPSMin: a.Int("riops.min", 0),
 		})
+	case "lease":
+		x.tree.SetLease(x.now, a.Pos(""), Lease{RBPS: a.Bytes("rbps", 0), Dev: a.Time("dev", 0)})
+	case "busy":
+		g := group()
+		fmt.Fprintf(&b, "busy %s device %s\n", tt.Time(x.q.BusyNs(x.now, g)), tt.Time(g.DevNs()))
 	case "capacity":
 		x.tree.SetCapacity(x.now, a.Time("per-second", 0))
 		fmt.Fprintf(&b, "shared %v capacity %s/s\n", x.tree.Shared(), tt.Time(x.tree.Capacity()))

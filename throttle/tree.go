@@ -55,6 +55,11 @@ type Tree struct {
 	// shared says the device is shared (see Shared): some group has a
 	// weight, a floor or a latency target with no cap above it.
 	shared bool
+	// devLeased counts the groups holding a lease of device time.
+	devLeased int
+	// capacity is the last SetCapacity's rate, held back while a group
+	// holds a lease of device time.
+	capacity int64
 }
 
 // New returns an empty Tree: only the implicit, unlimited root. It panics
@@ -82,9 +87,12 @@ type Group struct {
 	// caps: a floor's tat at or before now means the group got less than
 	// its floor (see owed).
 	floor [2][2]meter
-	// dev is the root's alone: the device's capacity in nanoseconds of
-	// device time per second (see SetCapacity); rate 0 while unknown.
+	// dev is, for the root, the device's capacity in nanoseconds of
+	// device time per second (see SetCapacity), rate 0 while unknown; for
+	// a group, its lease of device time (Lease.Dev), rate 0 without one.
 	dev meter
+	// devNs is the device time charged to the group and its subtree.
+	devNs int64
 	// limited caches Limited: g or an ancestor has a limit. It is the one
 	// field safe to read without the caller's lock, so a front end can
 	// route a request before taking it.
@@ -230,8 +238,13 @@ func (t *Tree) Shared() bool { return t.shared }
 // that prices Request.Cost counts it); 0 admits any. Debt is rescaled as
 // SetLimits does. The caller's capacity controller calls it as it learns
 // whether the device keeps up; it limits only while Shared.
+//
+// While a group holds a lease of device time (Lease.Dev), the hosts that
+// share the device divide it between them by those leases, and the root
+// admits any: the capacity is kept for when the last lease ends.
 func (t *Tree) SetCapacity(now, rate int64) {
-	if !t.shared {
+	t.capacity = max(rate, 0)
+	if !t.shared || t.devLeased > 0 {
 		rate = 0
 	}
 	t.root.dev.setRate(now, max(rate, 0))
@@ -345,8 +358,15 @@ func (t *Tree) SetLimits(now int64, path string, l Limits) {
 	}
 	for _, x := range t.groups {
 		x.limited.Store(x.pathLimited())
+		if x.lease.Dev != 0 {
+			x.setCaps(now) // a lease of device time holds only while Shared
+		}
 	}
 }
+
+// DevNs returns the device time, in ns as Request.Cost counts it, charged
+// to g and its subtree so far.
+func (g *Group) DevNs() int64 { return g.devNs }
 
 // SetLease sets, at now, what the group at path may use of its caps here
 // where other hosts share them (see Lease); the zero Lease holds it to its
@@ -354,12 +374,19 @@ func (t *Tree) SetLimits(now int64, path string, l Limits) {
 // released here (see SetLimits). SetLease panics if the path is empty or
 // a rate is negative.
 func (t *Tree) SetLease(now int64, path string, l Lease) {
-	if l.RBPS < 0 || l.WBPS < 0 || l.RIOPS < 0 || l.WIOPS < 0 {
+	if l.RBPS < 0 || l.WBPS < 0 || l.RIOPS < 0 || l.WIOPS < 0 || l.Dev < 0 {
 		panic(fmt.Sprintf("throttle: negative lease %+v", l))
 	}
 	g := t.Group(path)
+	switch had, has := g.lease.Dev != 0, l.Dev != 0; {
+	case has && !had:
+		t.devLeased++
+	case had && !has:
+		t.devLeased--
+	}
 	g.lease = l
 	g.setCaps(now)
+	t.SetCapacity(now, t.capacity)
 }
 
 // setCaps sets the cap meters' rates to the caps, each as the lease holds
@@ -370,6 +397,11 @@ func (g *Group) setCaps(now int64) {
 		g.m[d][dimBytes].setRate(now, c.BPS(d))
 		g.m[d][dimIOs].setRate(now, c.IOPS(d))
 	}
+	dev := g.lease.Dev
+	if !g.tree.shared {
+		dev = 0
+	}
+	g.dev.setRate(now, dev)
 }
 
 // Caps returns the group's own limits with each cap as it holds here: the
@@ -464,7 +496,8 @@ func (t *Tree) charge(now, arrival int64, g *Group, d Dir, bytes, ios, cost int6
 		x.m[d][dimIOs].charge(at, t.burst, ios)
 		x.floor[d][dimBytes].charge(now, t.burst, bytes)
 		x.floor[d][dimIOs].charge(now, t.burst, ios)
-		x.dev.charge(at, t.burst, cost) // the root's alone has a rate
+		x.dev.charge(at, t.burst, cost)
+		x.devNs += cost
 		at = cleared
 	}
 }

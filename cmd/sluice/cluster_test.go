@@ -23,56 +23,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"sluice/control"
+	"sluice/internal/redistest"
 )
-
-// redisServer runs a real redis-server on a Unix socket in dir, with no
-// persistence (a restart forgets every lease), and returns its URL.
-type redisServer struct {
-	t    *testing.T
-	sock string
-	args []string
-	cmd  *exec.Cmd
-}
-
-func startRedis(t *testing.T, dir string, extra ...string) *redisServer {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("skipping: redis-server is not installed (apt-get install redis-server)")
-	}
-	r := &redisServer{t: t, sock: filepath.Join(dir, "redis.sock")}
-	r.args = append([]string{"--port", "0", "--unixsocket", r.sock, "--unixsocketperm", "700", "--save", "", "--appendonly", "no"}, extra...)
-	r.start()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *redisServer) url() string { return "unix://" + r.sock }
-
-func (r *redisServer) start() {
-	r.t.Helper()
-	r.cmd = exec.Command("redis-server", r.args...)
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if c, err := net.Dial("unix", r.sock); err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("redis-server did not listen on %s", r.sock)
-		}
-	}
-}
-
-func (r *redisServer) stop() {
-	if r.cmd != nil {
-		r.cmd.Process.Kill()
-		r.cmd.Wait()
-		r.cmd = nil
-		os.Remove(r.sock)
-	}
-}
 
 // fioRead runs fio as uid 4201, reading f directly for secs seconds, and
 // returns it to wait for with its bytes read and its longest read, µs.
@@ -121,7 +73,7 @@ func TestClusterShare(t *testing.T) {
 		t.Skip("skipping: fio is not installed")
 	}
 	dir, src, _ := srcMnt(t)
-	r := startRedis(t, dir)
+	r := redistest.Start(t, dir)
 	const capBPS = 16 << 20
 	hosts := []string{"h1", "h2", "h3", "h4"}
 	// A file for each reader of each phase: what one phase read is in
@@ -145,7 +97,7 @@ func TestClusterShare(t *testing.T) {
 		os.Mkdir(mnt, 0o755)
 		mnts = append(mnts, mnt)
 		args := []string{"mount", "--group", "builds uid=4201", "--limit", "builds rbps=16MiB",
-			"--cluster", r.url(), "--cluster-name", "t", "--cluster-host", host, "--cache-mode", "direct", src, mnt}
+			"--cluster", r.URL(), "--cluster-name", "t", "--cluster-host", host, "--cache-mode", "direct", src, mnt}
 		if i == 0 {
 			args = append([]string{"mount", "--metrics-listen", addr}, args[1:]...)
 		}
@@ -190,9 +142,9 @@ func TestClusterShare(t *testing.T) {
 	// Redis killed for 4 s of a 10 s run, then started afresh.
 	go func() {
 		time.Sleep(2 * time.Second)
-		r.stop()
+		r.Stop()
 		time.Sleep(4 * time.Second)
-		r.start()
+		r.Restart()
 	}()
 	got, lat := phase("Redis down 4 s of 10", 10, 4)
 	if got > 1.03 || got < 0.85 {
@@ -228,7 +180,7 @@ func TestClusterShare(t *testing.T) {
 	}
 
 	// A mount that stops gives its lease back at once.
-	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: r.sock})
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: r.Socket()})
 	defer rdb.Close()
 	key := "sluice:{t}:rbps:builds"
 	if held, err := rdb.HGetAll(context.Background(), key).Result(); err != nil || held["h2"] == "" {
@@ -248,15 +200,15 @@ func TestClusterShare(t *testing.T) {
 func TestClusterRefused(t *testing.T) {
 	needMount(t)
 	dir, src, mnt := srcMnt(t)
-	r := startRedis(t, dir, "--requirepass", "secret")
+	r := redistest.Start(t, dir, "--requirepass", "secret")
 	for _, tc := range []struct {
 		args []string
 		want []string
 	}{
 		{[]string{"--cluster", "unix://" + filepath.Join(dir, "none.sock"), "--cluster-name", "t"}, []string{"--cluster unix://", "no such file or directory"}},
-		{[]string{"--cluster", "unix://:wrong@" + r.sock, "--cluster-name", "t"}, []string{"--cluster unix://:xxxxx@", "WRONGPASS"}},
-		{[]string{"--cluster", r.url(), "--cluster-name", "t"}, []string{"--cluster", "NOAUTH"}},
-		{[]string{"--cluster", r.url()}, []string{"--cluster unix://", "needs --cluster-name"}},
+		{[]string{"--cluster", "unix://:wrong@" + r.Socket(), "--cluster-name", "t"}, []string{"--cluster unix://:xxxxx@", "WRONGPASS"}},
+		{[]string{"--cluster", r.URL(), "--cluster-name", "t"}, []string{"--cluster", "NOAUTH"}},
+		{[]string{"--cluster", r.URL()}, []string{"--cluster unix://", "needs --cluster-name"}},
 		{[]string{"--cluster-name", "t"}, []string{"give --cluster URL too"}},
 		{[]string{"--cluster", "http://x", "--cluster-name", "t"}, []string{"--cluster \"http://x\"", "want redis://"}},
 	} {
@@ -271,7 +223,7 @@ func TestClusterRefused(t *testing.T) {
 	// The right password is taken, from a config file too.
 	cfg := filepath.Join(dir, "sluice.toml")
 	os.WriteFile(cfg, fmt.Appendf(nil, "source = %q\nmountpoint = %q\ncluster = \"unix://:secret@%s\"\ncluster-name = \"farm\"\ncluster-host = \"h9\"\n"+
-		"[[group]]\nname = \"builds\"\nlimits = \"rbps=1MiB\"\n", src, mnt, r.sock), 0o600)
+		"[[group]]\nname = \"builds\"\nlimits = \"rbps=1MiB\"\n", src, mnt, r.Socket()), 0o600)
 	cmd, _, exited, _ := startMount(t, mnt, "mount", "--config", cfg)
 	out, err := sluice("stat", mnt).Output()
 	if err != nil || !strings.Contains(string(out), "cluster farm as h9, Redis unix://:xxxxx@") || !strings.Contains(string(out), ": leasing") {

@@ -197,6 +197,7 @@ func TestTopCluster(t *testing.T) {
 	cs := &cluster.Status{Name: "farm", Host: "h1", Answered: true, Seen: 3, TripsPerSec: 9.8, RTTUs: 420, Caps: []cluster.Cap{
 		{Group: "ci", Key: "rbps", Shared: 100 << 20, Rate: 60 << 20, Leased: true, Use: 50 << 20, Total: 95 << 20, Holders: 3},
 		{Group: "ci", Key: "riops", Shared: 1000, Rate: 500, Leased: true, Use: 250, Total: 500, Holders: 2},
+		{Group: "ci", Key: "dev", Shared: 300, Rate: 200, Leased: true, Use: 190, Total: 290, Holders: 2},
 	}}
 	cur := control.Status{Time: t0.Add(time.Second), Cluster: cs}
 	lines := topLines("/mnt", control.Status{Time: t0}, cur)
@@ -207,6 +208,8 @@ func TestTopCluster(t *testing.T) {
 		"  here 50.0 MiB/s of lease 60.0 MiB/s, 3 hosts hold leases",
 		"ci riops  all     500 IO/s  of 1000     [#####     ]  0.50",
 		"  here 250 IO/s of lease 500 IO/s, 2 hosts hold leases",
+		"ci dev  all     290 IO/s  of 300 ",
+		"  here 190 IO/s of lease 200 IO/s, 2 hosts hold leases",
 	} {
 		if !strings.Contains(view, want) {
 			t.Errorf("view lacks %q:\n%s", want, view)
