@@ -83,36 +83,15 @@ build_sluice
 OPS=$PS # the phases' length; the outage and latency runs set their own
 TOP=$(echo "$RATES" | tr ' ' '\n' | sort -n | tail -1)
 
-REDIS_PID=$WORK/redis.pid
 PROXY_PID=""
 # Redis and the proxy go after the mounts: a mount stopping gives its
 # leases back.
-stop_redis() {
-	[ -s "$REDIS_PID" ] && kill "$(cat "$REDIS_PID")" 2>/dev/null && sleep 0.2
-	: >"$REDIS_PID"
-}
 stop_servers() {
 	stop_redis
 	[ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
 	PROXY_PID=""
 }
 EXTRA_CLEANUP=stop_servers
-
-# start_redis: a redis-server on a Unix socket with nothing kept on disk;
-# sets REDIS_URL.
-start_redis() {
-	local i
-	stop_redis
-	rm -f "$WORK/redis.sock"
-	redis-server --port 0 --unixsocket "$WORK/redis.sock" --unixsocketperm 700 --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
-	echo $! >"$REDIS_PID"
-	REDIS_URL=unix://$WORK/redis.sock
-	for ((i = 0; i < 100; i++)); do
-		grep -qi "ready to accept" "$WORK/redis.log" && return 0
-		sleep 0.05
-	done
-	die "redis-server did not start: $(cat "$WORK/redis.log")"
-}
 
 # start_proxy MS: the delaying proxy in front of the server; sets REDIS_URL
 # to it.

@@ -330,6 +330,32 @@ in_cgroup() {
 	bg_wait bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@"
 }
 
+# ---------------------------------------------------------------- Redis
+
+# start_redis: a redis-server on a Unix socket in $WORK with nothing kept
+# on disk (a restart forgets every lease), replacing one started before;
+# sets REDIS_URL. A script stops it with stop_redis, after its mounts (a
+# mount stopping gives its leases back): EXTRA_CLEANUP.
+start_redis() {
+	local i
+	stop_redis
+	rm -f "$WORK/redis.sock"
+	redis-server --port 0 --unixsocket "$WORK/redis.sock" --unixsocketperm 700 --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
+	echo $! >"$WORK/redis.pid"
+	REDIS_URL=unix://$WORK/redis.sock
+	for ((i = 0; i < 100; i++)); do
+		grep -qi "ready to accept" "$WORK/redis.log" && return 0
+		sleep 0.05
+	done
+	die "redis-server did not start: $(cat "$WORK/redis.log")"
+}
+
+stop_redis() {
+	[ -s "$WORK/redis.pid" ] && kill "$(cat "$WORK/redis.pid")" 2>/dev/null && sleep 0.2
+	[ -e "$WORK/redis.pid" ] && : >"$WORK/redis.pid"
+	return 0
+}
+
 # ---------------------------------------------------------------- FUSE
 
 # wait_mount PID MOUNTPOINT LOGFILE [TIMEOUT_S]

@@ -202,7 +202,7 @@ func (c *Cluster) usage(now int64) []lease.Usage {
 		groups = append(groups, lease.ShareUse{Group: g.Group, Weight: g.Weight, Units: g.Units, BusyNs: g.BusyNs})
 	}
 	c.mu.Lock()
-	c.h.SetShares(now, lease.DeviceUse{Capacity: sh.Held, Saturated: sh.Device.Saturated}, groups)
+	c.h.SetShares(now, lease.DeviceUse{Capacity: sh.Held || sh.Device.Queued, Saturated: sh.Device.Saturated || sh.Device.Queued}, groups)
 	allots := c.h.Allots(now)
 	c.mu.Unlock()
 	c.unitNs.Store(sh.Device.ReadNs)

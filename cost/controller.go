@@ -111,6 +111,9 @@ type Controller struct {
 	// latency target and those that missed it, and the Units completed
 	total, targeted, missed int
 	units, slow             int64 // of all completions, and of the slow ones
+	// lat and expect sum the period's latencies and what each would
+	// take with room (the larger of its kind's percentile and its price)
+	lat, expect int64
 	done                    int64
 	backlog, contended      bool
 	// frozen holds the latency percentiles still for a period: the one
@@ -136,6 +139,13 @@ type State struct {
 	Done int64
 	// Idle is the share of the period with no I/O in flight.
 	Idle float64
+	// Queued says the period's completions took, on the mean, more than
+	// Threshold times what they take with room, plus Slack, while others
+	// competed for the device: it queues them, though most may have been
+	// quick (a rate server such as blk-throttle lets most through at
+	// once and holds the rest to its next slice). The capacity is not
+	// decided by it; the hosts of a cluster divide the device by it.
+	Queued bool
 	// Capacity is the capacity decided, device ns a second (0: none).
 	Capacity int64
 	// Periods counts the periods decided, Saturations those saturated.
@@ -193,6 +203,8 @@ func (c *Controller) Observe(now int64, d Dir, random bool, n, units, latency, t
 	}
 	c.total++
 	c.units += units
+	c.lat += latency
+	c.expect += max(*f, units)
 	if float64(latency) > float64(max(*f, units))*c.o.Threshold+float64(c.o.Slack) {
 		c.slow += units
 	}
@@ -290,10 +302,13 @@ func (c *Controller) Tick(now, busy int64) bool {
 		c.rate = max(c.rate, minRate)
 	}
 	c.frozen = c.contended && !c.backlog
-	c.State = State{Saturated: saturated, Backlogged: backlog, Done: done, Idle: idle, Capacity: c.rate,
+	queued := c.contended && c.total >= minSamples &&
+		float64(c.lat) > float64(c.expect)*c.o.Threshold+float64(c.o.Slack)*float64(c.total)
+	c.State = State{Saturated: saturated, Backlogged: backlog, Done: done, Idle: idle, Capacity: c.rate, Queued: queued,
 		Periods: c.State.Periods + 1, Saturations: c.State.Saturations + int64(b2i(saturated))}
 	quiet := c.total == 0 && !c.backlog
 	c.total, c.units, c.slow, c.targeted, c.missed, c.done, c.backlog, c.contended = 0, 0, 0, 0, 0, 0, false, false
+	c.lat, c.expect = 0, 0
 	c.end = now + period
 	if quiet && c.rate == 0 {
 		c.end = 0 // nothing to decide until the next completion

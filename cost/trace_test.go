@@ -141,6 +141,9 @@ func (x *trace) do(t *testing.T, td *datadriven.TestData) string {
 		s := x.c.State
 		fmt.Fprintf(&b, "saturated %v backlogged %v done %s/s idle %.2f capacity %s/s changed %v next %s\n",
 			s.Saturated, s.Backlogged, tt.Time(s.Done), s.Idle, tt.Time(s.Capacity), changed, tt.Time(x.c.Next()))
+		if s.Queued {
+			b.WriteString("queued\n")
+		}
 	default:
 		td.Fatalf(t, "unknown command %s", td.Cmd)
 	}

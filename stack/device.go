@@ -46,6 +46,9 @@ type DeviceMetrics struct {
 	// Backlogged that requests waited on the capacity while it kept up.
 	Saturated  bool `json:"saturated"`
 	Backlogged bool `json:"backlogged"`
+	// Queued says the last period's completions took, on the mean, well
+	// more than with room while others competed (cost.State.Queued).
+	Queued bool `json:"queued"`
 	// The model's device time, in ns, of the recent mean I/O, of a 4 KiB
 	// random read and write, and of a 1 MiB sequential read.
 	MeanNs    float64 `json:"mean_ns"`
@@ -174,7 +177,7 @@ func (s *Stack) deviceMetrics() DeviceMetrics {
 		Capacity:  float64(s.tree.Capacity()) / 1e9,
 		Done:      float64(st.Done) / 1e9,
 		Idle:      st.Idle,
-		Saturated: st.Saturated, Backlogged: st.Backlogged,
+		Saturated: st.Saturated, Backlogged: st.Backlogged, Queued: st.Queued,
 		MeanNs:    m.Mean(),
 		ReadNs:    m.Cost(cost.Read, true, 4096),
 		WriteNs:   m.Cost(cost.Write, true, 4096),
