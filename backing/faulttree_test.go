@@ -333,20 +333,7 @@ func TestFaultTreeSerial(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			start := time.Now()
-			var mu sync.Mutex
-			var done []time.Duration
-			var wg sync.WaitGroup
-			for range 8 {
-				wg.Go(func() {
-					f.ReadAt(make([]byte, 1), 0)
-					mu.Lock()
-					done = append(done, time.Since(start))
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
-			slices.Sort(done)
+			done := readTimes([]*File{f}, 8)
 			for i, d := range done {
 				want := time.Millisecond
 				if serial {
@@ -378,24 +365,31 @@ func TestFaultTreeSharedDisk(t *testing.T) {
 			defer f.Close()
 			files = append(files, f)
 		}
-		start := time.Now()
-		var mu sync.Mutex
-		var done []time.Duration
-		var wg sync.WaitGroup
-		for i := range 8 {
-			wg.Go(func() {
-				files[i%2].ReadAt(make([]byte, 1), 0)
-				mu.Lock()
-				done = append(done, time.Since(start))
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		slices.Sort(done)
+		done := readTimes(files, 8)
 		for i, d := range done {
 			if want := time.Duration(i+1) * time.Millisecond; d != want {
 				t.Fatalf("reads on two trees of one disk finished at %v, want the %dth at %v", done, i+1, want)
 			}
 		}
 	})
+}
+
+// readTimes reads a byte of each of files in turn, n reads sent together,
+// and returns when each finished after they were sent, sorted.
+func readTimes(files []*File, n int) []time.Duration {
+	start := time.Now()
+	var mu sync.Mutex
+	var done []time.Duration
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			files[i%len(files)].ReadAt(make([]byte, 1), 0)
+			mu.Lock()
+			done = append(done, time.Since(start))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.Sort(done)
+	return done
 }
