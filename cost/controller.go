@@ -113,9 +113,9 @@ type Controller struct {
 	units, slow             int64 // of all completions, and of the slow ones
 	// lat and expect sum the period's latencies and what each would
 	// take with room (the larger of its kind's percentile and its price)
-	lat, expect int64
-	done                    int64
-	backlog, contended      bool
+	lat, expect        int64
+	done               int64
+	backlog, contended bool
 	// frozen holds the latency percentiles still for a period: the one
 	// before it found groups competing for the device and none of them
 	// held back by the capacity, so their queue may be in the device and

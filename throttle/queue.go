@@ -129,8 +129,8 @@ type qnode struct {
 	// busyNs sums, for a top-level group, the time it had requests queued
 	// or in the device, up to busyAt, since when it has been busy if it is.
 	busyNs, busyAt int64
-	idle     []*qnode
-	largest  int64 // as a parent: the most tag it has served one request (see dispatch)
+	idle           []*qnode
+	largest        int64 // as a parent: the most tag it has served one request (see dispatch)
 }
 
 // key returns the start tag a child with tag c competes with under parent
