@@ -28,12 +28,13 @@ import (
 // found it so in its last period), or it used most of its last part
 // (shareUsed): it is held by the device or by its lease, not by its own
 // pace. Any other group wants what it uses and a sixteenth (where none
-// wants more, each gets that). Where no host found
-// the device saturated in its last period, the total divided is what was
-// used and a twentieth (shareGrowth): the groups held back grow until the
-// device saturates again. The device is divided from when a host's
-// capacity controller holds it at a capacity (it found it saturated) until
-// none has for ShareHold, while two groups or more use it.
+// wants more, each gets that). Where no host found the device saturated
+// in its last period, the total divided is what was used and a twentieth
+// (shareGrowth): the groups held back grow until the device saturates
+// again. The device is divided from when a host finds it saturated (its
+// capacity controller holds it at a capacity, or a period's completions
+// queued: cost.State.Queued; DeviceUse) until none has for ShareHold,
+// while two groups or more use it.
 
 // DevKey is the cap key of a lease of device time: millionths of a
 // reference I/O a second (see ShareUse.Units).
@@ -74,9 +75,9 @@ type ShareUse struct {
 
 // DeviceUse is the device's state on this host.
 type DeviceUse struct {
-	// Capacity says the host's capacity controller holds the device at a
-	// capacity (it was saturated lately); Saturated that its last period
-	// found it saturated.
+	// Capacity says the host found the device saturated lately (its
+	// capacity controller holds it at a capacity) or now; Saturated that
+	// its last period found it saturated or its completions queued.
 	Capacity, Saturated bool
 }
 
