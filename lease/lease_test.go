@@ -262,29 +262,15 @@ func TestDemandMoves(t *testing.T) {
 	for _, rtt := range []time.Duration{time.Millisecond, 5 * time.Millisecond} {
 		t.Run(rtt.String(), func(t *testing.T) {
 			w := newWorld(t, rtt)
-			// Host i reads in the phases where bit i of the phase number
-			// is set, phases of 2 s; host 3 always reads 10 MiB/s.
-			w.add(4, Options{}, func(i int, now int64) float64 {
-				if i == 3 {
-					return 10 << 20
-				}
-				if (now/(2*sec)+1)&(1<<i) != 0 {
-					return math.Inf(1)
-				}
-				return 0
-			})
+			// Host 3 always reads 10 MiB/s.
+			w.add(4, Options{}, moving(10<<20))
 			total, _ := w.run(14*sec, 100*ms)
-			var steady []float64
 			for i, x := range total {
 				if x > 1.0 {
 					t.Errorf("%d ms: the hosts served %.4f of the cap, more than it", i*100, x)
 				}
-				// A lease after each change, the hosts settled.
-				if i%20 >= int(DefaultLease/time.Duration(100*ms)) {
-					steady = append(steady, x)
-				}
 			}
-			if m := mean(steady); m < 0.98 {
+			if m := mean(settled(total)); m < 0.98 {
 				t.Errorf("settled, the hosts served %.4f of the cap, want at least 0.98", m)
 			}
 			if m := mean(total[20:]); m < 0.95 {
@@ -306,6 +292,33 @@ func TestDemandMoves(t *testing.T) {
 			}
 		})
 	}
+}
+
+// moving is the demand of four hosts whose readers move every 2 s: host
+// i < 3 reads all it can in the phases where bit i of the phase number is
+// set, host 3 always at last (per second).
+func moving(last float64) func(i int, now int64) float64 {
+	return func(i int, now int64) float64 {
+		switch {
+		case i == 3:
+			return last
+		case (now/(2*sec)+1)&(1<<i) != 0:
+			return math.Inf(1)
+		}
+		return 0
+	}
+}
+
+// settled returns the windows of 100 ms of a run of moving readers that
+// come a lease or more after the last change, the hosts settled.
+func settled(total []float64) []float64 {
+	var out []float64
+	for i, x := range total {
+		if i%20 >= int(DefaultLease/time.Duration(100*ms)) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func mean(xs []float64) float64 {
@@ -412,14 +425,9 @@ func TestLossyLink(t *testing.T) {
 		x := rng.Float64()
 		return x < 0.05, x >= 0.05 && x < 0.1
 	}
-	w.add(4, Options{}, func(i int, now int64) float64 {
-		if (now/(2*sec)+1)&(1<<i) != 0 || i == 3 {
-			return math.Inf(1)
-		}
-		return 0
-	})
+	w.add(4, Options{}, moving(math.Inf(1)))
 	total, per := w.run(14*sec, 100*ms)
-	var steady []float64
+	steady := settled(total)
 	over := 0
 	for i, x := range total {
 		if x > 1.0 {
@@ -428,9 +436,6 @@ func TestLossyLink(t *testing.T) {
 		}
 		if x > 1.25 {
 			t.Errorf("%d ms: the hosts served %.4f of the cap, more than the cap and a host's fallback", i*100, x)
-		}
-		if i%20 >= int(DefaultLease/time.Duration(100*ms)) {
-			steady = append(steady, x)
 		}
 	}
 	if m := mean(steady); m < 0.95 {
