@@ -335,7 +335,7 @@ func (c *Cluster) apply(now int64) {
 	seen := c.h.Seen()
 	lastErr := c.lastErr
 	elsewhere := false
-	if c.h.Allots(now) != nil || c.h.Answered() {
+	if c.h.Answered() {
 		for _, x := range c.h.Pool() {
 			elsewhere = elsewhere || x.Host != c.opts.Host && x.Uses()
 		}

@@ -203,9 +203,10 @@ func (c *Controller) Observe(now int64, d Dir, random bool, n, units, latency, t
 	}
 	c.total++
 	c.units += units
+	room := max(*f, units) // what it takes with room
 	c.lat += latency
-	c.expect += max(*f, units)
-	if float64(latency) > float64(max(*f, units))*c.o.Threshold+float64(c.o.Slack) {
+	c.expect += room
+	if float64(latency) > float64(room)*c.o.Threshold+float64(c.o.Slack) {
 		c.slow += units
 	}
 	if target > 0 {

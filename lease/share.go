@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strconv"
@@ -245,7 +246,7 @@ func Allot(pool []HostShare, held bool, last map[string]int64) map[string]int64 
 	// can get is among them: the loop ends there).
 	order := slices.Clone(names)
 	slices.SortFunc(order, func(x, y string) int {
-		return cmpFloat(demand(x)/float64(groups[x].weight), demand(y)/float64(groups[y].weight))
+		return cmp.Compare(demand(x)/float64(groups[x].weight), demand(y)/float64(groups[y].weight))
 	})
 	// Where no group wants more than it uses, each gets that: the total
 	// is never less than they need.
@@ -276,16 +277,6 @@ func Allot(pool []HostShare, held bool, last map[string]int64) map[string]int64 
 		break
 	}
 	return out
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Allots returns the division of the device by the figures of the last

@@ -253,12 +253,8 @@ func (s *Stack) Sharing(now int64) Sharing {
 			x.WaitedNs = c.RDemandNs + c.WThrottledNs
 			x.Ops = c.RIOs + c.WIOs
 		}
-		enq, ok := s.queue.Oldest(g)
-		for d := range enq {
-			if ok[d] {
-				x.Waiting = max(x.Waiting, now-enq[d], 1)
-			}
-		}
+		w := s.longestWait(now, g)
+		x.Waiting = max(w[0], w[1])
 		out.Groups = append(out.Groups, x)
 	}
 	return out

@@ -197,15 +197,22 @@ func (s *Stack) Capped(now int64) []GroupMetrics {
 		if c := s.stats[g]; c != nil {
 			m.Counters = c.Counters
 		}
-		enq, ok := s.queue.Oldest(g)
-		for d := range enq {
-			if ok[d] {
-				m.Waiting[d] = max(now-enq[d], 1)
-			}
-		}
+		m.Waiting = s.longestWait(now, g)
 		out = append(out, m)
 	}
 	return out
+}
+
+// longestWait returns, per direction, how long the longest-waiting demand
+// request in g or below it has waited at now (0: none waits).
+func (s *Stack) longestWait(now int64, g *throttle.Group) (w [2]int64) {
+	enq, ok := s.queue.Oldest(g)
+	for d := range enq {
+		if ok[d] {
+			w[d] = max(now-enq[d], 1)
+		}
+	}
+	return w
 }
 
 // String renders the snapshot for a person: per group, a heading with

@@ -26,7 +26,7 @@ import (
 //	lease GROUP [t=] [rbps=] [dev=D]
 //	    SetLease: D of device time a second (absent: no lease)
 //	busy [t=] group=G
-//	    Queue.BusyNs and Group.DevNs of G
+//	    Queue.BusyNs of G
 //	capacity [t=] per-second=D
 //	    Tree.SetCapacity: D of device time a second (0: any); prints
 //	    whether the device is shared and the capacity in force
@@ -129,8 +129,7 @@ func (x *trace) do(t *testing.T, td *datadriven.TestData) string {
 	case "lease":
 		x.tree.SetLease(x.now, a.Pos(""), Lease{RBPS: a.Bytes("rbps", 0), Dev: a.Time("dev", 0)})
 	case "busy":
-		g := group()
-		fmt.Fprintf(&b, "busy %s device %s\n", tt.Time(x.q.BusyNs(x.now, g)), tt.Time(g.DevNs()))
+		fmt.Fprintf(&b, "busy %s\n", tt.Time(x.q.BusyNs(x.now, group())))
 	case "capacity":
 		x.tree.SetCapacity(x.now, a.Time("per-second", 0))
 		fmt.Fprintf(&b, "shared %v capacity %s/s\n", x.tree.Shared(), tt.Time(x.tree.Capacity()))

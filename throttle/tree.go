@@ -91,8 +91,6 @@ type Group struct {
 	// device time per second (see SetCapacity), rate 0 while unknown; for
 	// a group, its lease of device time (Lease.Dev), rate 0 without one.
 	dev meter
-	// devNs is the device time charged to the group and its subtree.
-	devNs int64
 	// limited caches Limited: g or an ancestor has a limit. It is the one
 	// field safe to read without the caller's lock, so a front end can
 	// route a request before taking it.
@@ -364,10 +362,6 @@ func (t *Tree) SetLimits(now int64, path string, l Limits) {
 	}
 }
 
-// DevNs returns the device time, in ns as Request.Cost counts it, charged
-// to g and its subtree so far.
-func (g *Group) DevNs() int64 { return g.devNs }
-
 // SetLease sets, at now, what the group at path may use of its caps here
 // where other hosts share them (see Lease); the zero Lease holds it to its
 // caps again. Debt is rescaled as by SetLimits; queued requests are not
@@ -497,7 +491,6 @@ func (t *Tree) charge(now, arrival int64, g *Group, d Dir, bytes, ios, cost int6
 		x.floor[d][dimBytes].charge(now, t.burst, bytes)
 		x.floor[d][dimIOs].charge(now, t.burst, ios)
 		x.dev.charge(at, t.burst, cost)
-		x.devNs += cost
 		at = cleared
 	}
 }
