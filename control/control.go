@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -245,6 +246,9 @@ type Server struct {
 	t    Target
 	// slots holds a token per connection being served, MaxConns at most.
 	slots chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Listen creates the control socket for mountpoint. A stale socket left by
@@ -272,11 +276,14 @@ func Listen(mountpoint string, t Target) (*Server, error) {
 	return s, nil
 }
 
-// Close stops serving and removes the socket.
+// Close stops serving and removes the socket. Once: after a handover the
+// path is the taking process's socket.
 func (s *Server) Close() error {
-	err := s.ln.Close()
-	os.Remove(s.path)
-	return err
+	s.closeOnce.Do(func() {
+		s.closeErr = s.ln.Close()
+		os.Remove(s.path)
+	})
+	return s.closeErr
 }
 
 // serve accepts connections until the listener is closed. An accept
@@ -324,7 +331,16 @@ func (s *Server) handle(c *net.UnixConn) {
 		json.NewEncoder(c).Encode(response{Error: err.Error()})
 		return
 	}
-	s.answer(c, c)
+	var req request
+	if err := json.NewDecoder(c).Decode(&req); err != nil {
+		json.NewEncoder(c).Encode(response{Error: "bad request: " + err.Error()})
+		return
+	}
+	if req.Op == "handover" {
+		s.handover(c)
+		return
+	}
+	s.respond(req, json.NewEncoder(c))
 }
 
 // answer reads one request from r and writes its one response to w.
@@ -335,6 +351,11 @@ func (s *Server) answer(r io.Reader, w io.Writer) {
 		enc.Encode(response{Error: "bad request: " + err.Error()})
 		return
 	}
+	s.respond(req, enc)
+}
+
+// respond answers request req on enc.
+func (s *Server) respond(req request, enc *json.Encoder) {
 	switch req.Op {
 	case "stat":
 		st := s.t.Status()
@@ -445,25 +466,34 @@ func mountAt(dir string) (fstype string, uid int, ok bool) {
 // ErrNoMount means no sluice serves the mountpoint.
 var ErrNoMount = errors.New("no sluice mount")
 
-func call(mountpoint string, req request) (response, error) {
+// dial connects to the control socket of the mount at mountpoint.
+func dial(mountpoint string) (*net.UnixConn, error) {
 	path, err := SocketPath(mountpoint)
 	if err != nil {
-		return response{}, err
+		return nil, err
 	}
 	if _, err := os.Lstat(filepath.Dir(path)); err == nil {
 		// Never talk to a socket in a directory another user controls.
 		if err := checkDir(filepath.Dir(path)); err != nil {
-			return response{}, err
+			return nil, err
 		}
 	}
 	c, err := net.DialTimeout("unix", path, 5*time.Second)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return response{}, fmt.Errorf("%w at %s: %s", ErrNoMount, mountpoint, whyNoMount(mountpoint, path))
+			return nil, fmt.Errorf("%w at %s: %s", ErrNoMount, mountpoint, whyNoMount(mountpoint, path))
 		}
 		if errors.Is(err, os.ErrPermission) {
-			return response{}, fmt.Errorf("control socket %s: permission denied (run as the user who mounted, normally root)", path)
+			return nil, fmt.Errorf("control socket %s: permission denied (run as the user who mounted, normally root)", path)
 		}
+		return nil, err
+	}
+	return c.(*net.UnixConn), nil
+}
+
+func call(mountpoint string, req request) (response, error) {
+	c, err := dial(mountpoint)
+	if err != nil {
 		return response{}, err
 	}
 	defer c.Close()
@@ -478,7 +508,7 @@ func call(mountpoint string, req request) (response, error) {
 	}
 	var resp response
 	if err := json.NewDecoder(c).Decode(&resp); err != nil {
-		return response{}, fmt.Errorf("control socket %s: %w", path, err)
+		return response{}, fmt.Errorf("control socket of %s: %w", mountpoint, err)
 	}
 	if resp.Error != "" {
 		return resp, errors.New(resp.Error)

@@ -180,3 +180,47 @@ func (t *Tags) Of(pid int32) (string, bool) {
 	}
 	return "", false
 }
+
+// TagState is the tags of a mount as handed to the process that takes it
+// over (sluice mount --takeover): plain data.
+type TagState struct {
+	Procs   []TaggedProc      `json:"procs,omitempty"`
+	Cgroups map[string]string `json:"cgroups,omitempty"` // the group of each tagged cgroup, by path
+}
+
+// TaggedProc is a process tagged by its parent chain.
+type TaggedProc struct {
+	Pid   int32  `json:"pid"`
+	Start uint64 `json:"start"` // clock ticks since boot, as /proc/PID/stat's starttime
+	Group string `json:"group"`
+}
+
+// Export returns the tags, for Import in another process.
+func (t *Tags) Export() TagState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := TagState{Cgroups: maps.Clone(t.cgroups)}
+	for _, p := range slices.Sorted(maps.Keys(t.tags)) {
+		s.Procs = append(s.Procs, TaggedProc{Pid: p, Start: t.tags[p].start, Group: t.tags[p].group})
+	}
+	return s
+}
+
+// Import adds the tags s holds, as Export returned them.
+func (t *Tags) Import(s TagState) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range s.Procs {
+		if t.tags == nil {
+			t.tags = map[int32]tag{}
+		}
+		t.tags[p.Pid] = tag{start: p.Start, group: p.Group}
+	}
+	for cg, g := range s.Cgroups {
+		if t.cgroups == nil {
+			t.cgroups = map[string]string{}
+		}
+		t.cgroups[cg] = g
+	}
+	t.n.Store(int64(len(t.tags) + len(t.cgroups)))
+}

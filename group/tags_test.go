@@ -143,3 +143,52 @@ func TestTagsCgroup(t *testing.T) {
 		t.Errorf("removed %v, %d cgroups left; want both removed", removed, len(tags.cgroups))
 	}
 }
+
+// TestTagsExport: tags exported and imported into other Tags (another
+// process's, after a takeover) charge the same processes and cgroups to
+// the same groups, and still never pass to a process that reuses an id.
+func TestTagsExport(t *testing.T) {
+	type proc struct {
+		ppid   int32
+		start  uint64
+		cgroup string
+	}
+	procs := map[int32]proc{1: {0, 1, "/"}, 100: {1, 10, "/"}, 101: {100, 11, "/"},
+		200: {1, 20, "/exec-200-20"}, 201: {1, 21, "/exec-200-20"}, 300: {1, 30, "/"}}
+	stat := func(pid int32) (int32, uint64, error) {
+		p, ok := procs[pid]
+		if !ok {
+			return 0, 0, errors.New("no such process")
+		}
+		return p.ppid, p.start, nil
+	}
+	cgroup := func(pid int32) (string, error) {
+		p, ok := procs[pid]
+		if !ok {
+			return "", errors.New("no such process")
+		}
+		return p.cgroup, nil
+	}
+	old := &Tags{ReadStat: stat, ReadCgroup: cgroup, RemoveCgroup: func(string) error { return syscall.EBUSY }}
+	if err := old.Tag(100, "batch"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Tag(200, "ci"); err != nil {
+		t.Fatal(err)
+	}
+	s := old.Export()
+	if len(s.Procs) != 1 || len(s.Cgroups) != 1 {
+		t.Fatalf("exported %+v: want one process and one cgroup", s)
+	}
+	adopted := &Tags{ReadStat: stat, ReadCgroup: cgroup}
+	adopted.Import(s)
+	for pid, want := range map[int32]string{100: "batch", 101: "batch", 200: "ci", 201: "ci", 300: "", 1: ""} {
+		if g, _ := adopted.Of(pid); g != want {
+			t.Errorf("after import, process %d in %q, want %q", pid, g, want)
+		}
+	}
+	procs[100] = proc{1, 99, "/"}
+	if g, ok := adopted.Of(101); ok {
+		t.Errorf("after import, the child of a process reusing a tagged id is in %q", g)
+	}
+}

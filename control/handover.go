@@ -1,0 +1,272 @@
+package control
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Handing is a mount as its process hands it to another (sluice mount
+// --takeover): its state, opaque here, and the descriptors the state
+// names, which the control socket sends with SCM_RIGHTS and then closes.
+type Handing struct {
+	State []byte
+	Fds   []int
+	// Commit runs once the other process has taken the mount, after this
+	// control socket is closed and before the other process is told: it
+	// closes what the other process must open again (listeners, leases).
+	Commit func()
+	// Done runs once the other process has been told: this process serves
+	// no more.
+	Done func()
+	// Abort runs when the other process did not take the mount (it said
+	// why, or went away): this process serves again.
+	Abort func(reason string)
+}
+
+// Handoverer is a Target whose mount can be handed over.
+type Handoverer interface {
+	// Handover stops the mount serving and returns its state, or an
+	// error saying why it cannot be handed over (it then serves on).
+	Handover() (*Handing, error)
+}
+
+// HandoverTimeout bounds a handover on both ends: the mount's requests
+// being served must be answered, the state sent, and the other process's
+// verdict received within it, or the mount serves on where it was.
+const HandoverTimeout = 60 * time.Second
+
+// maxRights is the most descriptors one message carries (the kernel's
+// SCM_MAX_FD).
+const maxRights = 253
+
+// handoverHeader is the first frame of a handover's answer.
+type handoverHeader struct {
+	Error string `json:"error,omitempty"`
+	State []byte `json:"state,omitempty"`
+	Fds   int    `json:"fds"`
+}
+
+// verdict is what the taking process answers.
+type verdict struct {
+	Taken bool   `json:"taken,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// handover serves an "op":"handover" request on c: the state and its
+// descriptors out, the verdict in.
+func (s *Server) handover(c *net.UnixConn) {
+	c.SetDeadline(time.Now().Add(HandoverTimeout))
+	t, ok := s.t.(Handoverer)
+	if !ok {
+		writeFrame(c, handoverHeader{Error: "this mount cannot be handed over"}, nil)
+		return
+	}
+	h, err := t.Handover()
+	if err != nil {
+		writeFrame(c, handoverHeader{Error: err.Error()}, nil)
+		return
+	}
+	defer func() {
+		for _, fd := range h.Fds {
+			unix.Close(fd)
+		}
+	}()
+	err = writeFrame(c, handoverHeader{State: h.State, Fds: len(h.Fds)}, nil)
+	for i := 0; err == nil && i < len(h.Fds); i += maxRights {
+		chunk := h.Fds[i:min(i+maxRights, len(h.Fds))]
+		err = writeFrame(c, len(chunk), chunk)
+	}
+	var v verdict
+	if err == nil {
+		err = readFrame(c, &v, nil)
+	}
+	switch {
+	case err != nil:
+		h.Abort(fmt.Sprintf("the taking process went away: %v", err))
+		return
+	case !v.Taken:
+		h.Abort(v.Error)
+		return
+	}
+	s.Close()
+	h.Commit()
+	writeFrame(c, verdict{Taken: true}, nil)
+	h.Done()
+}
+
+// writeFrame sends v as JSON in one frame (a 4-byte length, then the
+// bytes), with the descriptors fds attached.
+func writeFrame(c *net.UnixConn, v any, fds []int) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	msg := binary.BigEndian.AppendUint32(nil, uint32(len(b)))
+	msg = append(msg, b...)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	n, oobn, err := c.WriteMsgUnix(msg, oob, nil)
+	if err == nil && (n != len(msg) || oobn != len(oob)) {
+		err = io.ErrShortWrite
+	}
+	return err
+}
+
+// frameReader reads frames and the descriptors sent with them.
+type frameReader struct {
+	c   *net.UnixConn
+	buf []byte
+	fds []int
+}
+
+// readFrame reads one frame of c into v, keeping the descriptors that came
+// with it in *fds (closed when fds is nil).
+func readFrame(c *net.UnixConn, v any, fds *[]int) error {
+	r := &frameReader{c: c}
+	err := r.next(v)
+	if fds != nil {
+		*fds = append(*fds, r.fds...)
+	} else {
+		closeFds(r.fds)
+	}
+	return err
+}
+
+func closeFds(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// next reads the next frame into v.
+func (r *frameReader) next(v any) error {
+	for {
+		if len(r.buf) > 0 && r.buf[0] == '{' {
+			// A plain response: the server refused (busy, not the
+			// mounting user) before it read the request.
+			var resp response
+			if err := json.Unmarshal(r.buf, &resp); err == nil && resp.Error != "" {
+				return errors.New(resp.Error)
+			}
+		}
+		if len(r.buf) >= 4 {
+			n := int(binary.BigEndian.Uint32(r.buf))
+			if n > 64<<20 {
+				return fmt.Errorf("frame of %d bytes", n)
+			}
+			if len(r.buf) >= 4+n {
+				err := json.Unmarshal(r.buf[4:4+n], v)
+				r.buf = r.buf[4+n:]
+				return err
+			}
+		}
+		b := make([]byte, 64<<10)
+		oob := make([]byte, unix.CmsgSpace(4*maxRights)*4)
+		n, oobn, flags, _, err := r.c.ReadMsgUnix(b, oob)
+		if oobn > 0 {
+			msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
+			if perr == nil {
+				for _, m := range msgs {
+					if fds, err := unix.ParseUnixRights(&m); err == nil {
+						r.fds = append(r.fds, fds...)
+					}
+				}
+			}
+		}
+		if flags&unix.MSG_CTRUNC != 0 {
+			return errors.New("descriptors lost: the control message was cut short")
+		}
+		r.buf = append(r.buf, b[:n]...)
+		if err != nil {
+			if errors.Is(err, io.EOF) || n == 0 {
+				return io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if n == 0 {
+			return io.ErrUnexpectedEOF
+		}
+	}
+}
+
+// Taking is a mount being taken over from the process that serves it:
+// its state and descriptors, this process's own now. Taken or Abort ends
+// it.
+type Taking struct {
+	State []byte
+	Fds   []int
+	c     *net.UnixConn
+}
+
+// Takeover asks the process serving the mount at mountpoint to hand it
+// over: it stops serving, and its state and descriptors come here. Until
+// Taken or Abort (or HandoverTimeout), nobody serves the mount: its
+// applications wait.
+func Takeover(mountpoint string) (*Taking, error) {
+	c, err := dial(mountpoint)
+	if err != nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(HandoverTimeout))
+	if err := json.NewEncoder(c).Encode(request{Op: "handover"}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	r := &frameReader{c: c}
+	var h handoverHeader
+	if err := r.next(&h); err != nil {
+		closeFds(r.fds)
+		c.Close()
+		return nil, fmt.Errorf("handover: %w", err)
+	}
+	if h.Error != "" {
+		closeFds(r.fds)
+		c.Close()
+		return nil, errors.New(h.Error)
+	}
+	for len(r.fds) < h.Fds {
+		var n int
+		if err := r.next(&n); err != nil {
+			closeFds(r.fds)
+			c.Close()
+			return nil, fmt.Errorf("handover: %d of %d descriptors came: %w", len(r.fds), h.Fds, err)
+		}
+	}
+	if len(r.fds) != h.Fds {
+		closeFds(r.fds)
+		c.Close()
+		return nil, fmt.Errorf("handover: %d descriptors came, %d were sent", len(r.fds), h.Fds)
+	}
+	return &Taking{State: h.State, Fds: r.fds, c: c}, nil
+}
+
+// Taken tells the other process the mount is taken, and returns once it
+// has closed its control socket and everything this process must open
+// again (listeners, leases): from then on this process serves the mount.
+func (t *Taking) Taken() error {
+	defer t.c.Close()
+	if err := writeFrame(t.c, verdict{Taken: true}, nil); err != nil {
+		return err
+	}
+	var v verdict
+	if err := readFrame(t.c, &v, nil); err != nil {
+		return fmt.Errorf("the handing process did not confirm: %w", err)
+	}
+	return nil
+}
+
+// Abort tells the other process the mount is not taken, and why: it
+// serves again. The descriptors are this process's to close.
+func (t *Taking) Abort(reason string) {
+	writeFrame(t.c, verdict{Error: reason}, nil)
+	t.c.Close()
+}
