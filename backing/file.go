@@ -252,8 +252,12 @@ type Dir struct {
 	n, i int
 	// next is the offset of the entry at i (0 at the start); it is what a
 	// reader passes back to continue after the entries it consumed.
-	next    uint64
-	eof     bool
+	next uint64
+	eof  bool
+	// reseek: the descriptor's position is not next yet (a directory
+	// taken over from another process, whose stream shares the position
+	// with that process's): the next read seeks there first.
+	reseek  bool
 	release func()
 	hide    func(name string) bool // names listings skip (a mirror set's IsStateFile)
 	// io, when not nil, serves the stream in place of fd (then -1): a
@@ -292,9 +296,19 @@ func (d *Dir) Seek(off uint64) error {
 	if _, err := unix.Seek(d.fd, int64(off), 0); err != nil {
 		return err
 	}
-	d.n, d.i, d.next, d.eof = 0, 0, off, false
+	d.n, d.i, d.next, d.eof, d.reseek = 0, 0, off, false, false
 	return nil
 }
+
+// Fd is the directory's descriptor, to hand over to another process with
+// Offset (Local.AdoptDir); -1 for a Dir with no descriptor (a MemTree's,
+// or one opened through a FaultTree).
+func (d *Dir) Fd() int { return d.fd }
+
+// Offset is the offset the listing continues from: that of the entry
+// Peek returns next (0 at the start), which Seek takes back. A Dir with
+// no descriptor (Fd is -1) keeps its offset elsewhere and returns 0.
+func (d *Dir) Offset() uint64 { return d.next }
 
 // Peek returns the entry at the current offset without consuming it; ok
 // is false at the end of the directory.
@@ -318,6 +332,12 @@ func (d *Dir) peek() (e DirEntry, ok bool, err error) {
 		}
 		if d.buf == nil {
 			d.buf = make([]byte, 32<<10)
+		}
+		if d.reseek {
+			if _, err := unix.Seek(d.fd, int64(d.next), 0); err != nil {
+				return e, false, err
+			}
+			d.reseek = false
 		}
 		n, err := unix.Getdents(d.fd, d.buf)
 		if err != nil {
