@@ -38,6 +38,9 @@ type fuseFD struct {
 	// loops tracks reader goroutines servicing fd.
 	loops sync.WaitGroup
 
+	// ho is the bookkeeping of Handover (handover.go), under reqMu.
+	ho handoverState
+
 	// Shared pools owned by Server.
 	reqPool  *sync.Pool
 	readPool *sync.Pool
@@ -102,7 +105,7 @@ func (r *fuseFD) writevFD(iov [][]byte) (int, error) {
 func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 	ms := r.server
 	r.reqMu.Lock()
-	if r.reqReaders > ms.maxReaders || !r.reserveRequestBytes() {
+	if !r.mayReadLocked() || r.reqReaders > ms.maxReaders || !r.reserveRequestBytes() {
 		r.reqMu.Unlock()
 		return nil, OK
 	}
@@ -127,6 +130,7 @@ func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 		r.putReadBuf(dest)
 		r.putReq(req)
 		r.reqReaders--
+		r.ho.signal()
 		r.reqMu.Unlock()
 		return nil, ToStatus(err)
 	}
@@ -139,6 +143,7 @@ func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 		r.putReadBuf(dest)
 		r.putReq(req)
 		r.reqReaders--
+		r.ho.signal()
 		return nil, EINVAL
 	}
 	opCode := ((*InHeader)(unsafe.Pointer(&req.inputBuf[0]))).Opcode
@@ -152,7 +157,9 @@ func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 		r.putReadBuf(dest)
 	}
 	r.reqReaders--
-	if !ms.singleReader && r.reqReaders <= 0 && !needsBackPressure {
+	r.tookLocked(req)
+	if !ms.singleReader && r.reqReaders <= 0 && !needsBackPressure && !r.ho.stopping {
+		r.ho.live++
 		r.loops.Add(1)
 		go ms.loop()
 	}
@@ -178,6 +185,7 @@ func (r *fuseFD) returnRequest(req *requestAlloc) {
 		r.putReadBuf(p)
 	}
 	r.putReq(req)
+	r.returnedLocked(req)
 	r.reqMu.Unlock()
 }
 

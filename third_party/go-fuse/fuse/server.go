@@ -111,7 +111,7 @@ func (ms *Server) RecordLatencies(l LatencyMap) {
 //
 // in this case.
 func (ms *Server) Unmount() (err error) {
-	if ms.mountPoint == "" {
+	if ms.mountPoint == "" || ms.fuseFD.isReleased() {
 		return nil
 	}
 	if parseFuseFd(ms.mountPoint) >= 0 {
@@ -208,6 +208,12 @@ func defaultPanicHandler(logger *log.Logger, obj any) Status {
 // See the "Mount styles" section in the package documentation if you want to
 // know about the inner workings of the mount process. Usually you do not.
 func NewServer(fs RawFileSystem, mountPoint string, opts *MountOptions) (*Server, error) {
+	return newServer(fs, opts).mountAndInit(mountPoint)
+}
+
+// newServer makes a Server for fs, not yet attached to a connection
+// (NewServer, NewServerFrom).
+func newServer(fs RawFileSystem, opts *MountOptions) *Server {
 	if opts == nil {
 		opts = &MountOptions{
 			MaxBackground: _DEFAULT_BACKGROUND_TASKS,
@@ -256,6 +262,11 @@ func NewServer(fs RawFileSystem, mountPoint string, opts *MountOptions) (*Server
 		buf = alignSlice(buf, unsafe.Sizeof(WriteIn{}), logicalBlockSize, uintptr(readBufSize))
 		return buf
 	}
+	return ms
+}
+
+// mountAndInit mounts ms on mountPoint and answers INIT (NewServer).
+func (ms *Server) mountAndInit(mountPoint string) (*Server, error) {
 	mountPoint = filepath.Clean(mountPoint)
 	if !filepath.IsAbs(mountPoint) {
 		cwd, err := os.Getwd()
@@ -264,7 +275,7 @@ func NewServer(fs RawFileSystem, mountPoint string, opts *MountOptions) (*Server
 		}
 		mountPoint = filepath.Clean(filepath.Join(cwd, mountPoint))
 	}
-	fd, err := mount(mountPoint, &o, ms.ready)
+	fd, err := mount(mountPoint, ms.opts, ms.ready)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +297,7 @@ func NewServer(fs RawFileSystem, mountPoint string, opts *MountOptions) (*Server
 
 	// This prepares for Serve being called somewhere, either
 	// synchronously or asynchronously.
-	ms.fuseFD.loops.Add(1)
+	ms.fuseFD.addLoop()
 	return ms, nil
 }
 
@@ -383,6 +394,9 @@ func (ms *Server) Serve() {
 		// Catch it early.
 		log.Panic("Serve() must only be called once, you have called it a second time")
 	}
+	if !ms.fuseFD.startServe() {
+		return // Release came first
+	}
 
 	ms.startURing()
 	ms.loop()
@@ -407,6 +421,9 @@ func (ms *Server) Serve() {
 		close(reading.ready)
 	}
 
+	if ms.fuseFD.isReleased() {
+		return // handed over: the kernel has not unmounted
+	}
 	ms.fileSystem.OnUnmount()
 }
 
@@ -469,7 +486,7 @@ func (ms *Server) handleInit() Status {
 // BenchmarkGoFuseReaddir         	    4074	    361568 ns/op
 // BenchmarkGoFuseReaddir-2       	    3511	    319765 ns/op
 func (ms *Server) loop() {
-	defer ms.fuseFD.loops.Done()
+	defer ms.fuseFD.loopDone()
 exit:
 	for {
 		req, errNo := ms.fuseFD.readRequest()
