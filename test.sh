@@ -14,7 +14,7 @@ go vet ./...
 # a 4 KiB tenant's share, or tell a 5 ms slower mirror, while other
 # packages' tests load both cores. They run after the others, one package
 # at a time.
-alone='^(TestSiblingShareOnMount|TestDeviceShareOnMount|TestMirrorSlow|TestNeighbourStall|TestWriteCacheLimitedCached|TestClusterShare|TestClusterDeviceShareOnMount)$'
+alone='^(TestSiblingShareOnMount|TestDeviceShareOnMount|TestMirrorSlow|TestNeighbourStall|TestWriteCacheLimitedCached|TestClusterShare|TestClusterDeviceShareOnMount|TestTakeoverFio)$'
 go test -race -count=1 -skip "$alone" "$@" $(go list ./... | grep -v '/fidelity$')
 # Allocations per request of the hot path: the race detector keeps no
 # counts, so these run without it; so does the lease test of a hundred
@@ -27,9 +27,9 @@ go test -race -count=1 -run '^(TestPerm.*|TestCoherence.*|TestCoherentAcrossGrou
 # every mount on FUSE-over-io_uring (skipped where the kernel lacks it;
 # the run turns the fuse module's enable_uring on as root, and back off).
 go test -race -count=1 -run '^(TestPerm.*|TestCoherence.*|TestModel|TestFioVerify|TestFio)$' "$@" ./fsys -args -transport=uring
-# The FUSE-over-io_uring transport and the reader cap in the go-fuse fork (a module of its
+# The FUSE-over-io_uring transport, the reader cap and the connection handover in the go-fuse fork (a module of its
 # own, which the commands above leave out).
-(cd third_party/go-fuse && go test -race -count=1 -run 'IOUring|MaxReaders' ./fuse)
+(cd third_party/go-fuse && go test -race -count=1 -run 'IOUring|MaxReaders|Handover' ./fuse)
 # The benchmarks' shell library: how it tells a daemon is still running.
 bash bench/lib_test.sh
 # What the other tests wrote is written back first, not during their runs.

@@ -71,6 +71,15 @@ func (q *openQuota) bind(m map[uint64]string, fh uint64, g string) {
 	m[fh] = g
 }
 
+// adopt charges g for handle fh of table m, an open taken over with its
+// mount: over the bound, if it must be, as the open was let in before.
+func (q *openQuota) adopt(m map[uint64]string, fh uint64, g string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.held[g]++
+	m[fh] = g
+}
+
 // unbind returns the open handle fh of table m holds, if any.
 func (q *openQuota) unbind(m map[uint64]string, fh uint64) {
 	q.mu.Lock()

@@ -204,6 +204,12 @@ type FS struct {
 	files  table[*handle]    // open files by FUSE file handle
 	dirs   table[*dirHandle] // open directories by FUSE file handle
 	nodes  map[backing.ID]*node
+	quota  *openQuota // each group's open files and directories
+
+	// handed says the mount was handed over to another process (Release)
+	// or, taken over, is dropped (Discard): its files are closed without
+	// a word to the kernel.
+	handed atomic.Bool
 
 	// spliceMax is the largest unthrottled read replied by splicing from
 	// the backing file (a pipe must hold the reply); 0 turns splicing off.
@@ -225,6 +231,7 @@ type FS struct {
 type dirHandle struct {
 	mu  sync.Mutex
 	dir *backing.Dir
+	id  backing.ID
 }
 
 // Mount checks opts, mounts, and returns once the file system serves. It
@@ -279,6 +286,7 @@ func Mount(opts Options) (*FS, error) {
 		opts: opts, eng: eng, epoch: time.Now(),
 		groups: make(map[string]*throttle.Group),
 		nodes:  make(map[backing.ID]*node),
+		quota:  newOpenQuota(groupMaxOpen(opts.GroupMaxOpen)),
 	}
 	lopts := backing.LocalOptions{MaxOpen: opts.MaxOpen}
 	switch {
@@ -312,72 +320,8 @@ func Mount(opts Options) (*FS, error) {
 		return nil, fmt.Errorf("--limit: %v", err)
 	}
 
-	mo := fuse.MountOptions{
-		AllowOther:    opts.AllowOther,
-		FsName:        f.source(),
-		Name:          "sluice",
-		MaxWrite:      1 << 20,
-		MaxReadAhead:  1 << 20,
-		MaxBackground: maxBackground,
-		Debug:         opts.Debug,
-		// The FUSE library's lines: its per-request trace (Debug) at
-		// debug level, its complaints as warnings.
-		Logger: slog.NewLogLogger(lateReplies{f.log().Handler(), &f.late}, map[bool]slog.Level{true: slog.LevelDebug, false: slog.LevelWarn}[opts.Debug]),
-		// The kernel checks every caller's permissions against the modes
-		// and POSIX ACLs sluice reports, for root and non-root mounts alike.
-		Options:   []string{"default_permissions"},
-		EnableAcl: true,
-		// As root, mount(2) directly: no fusermount3 needed.
-		DirectMount: true,
-		IOUring:     uring,
-		// Two goroutines wait in read(2) for the next request, not
-		// GOMAXPROCS+1 (4 to 5 here, see spareProcs): the kernel hands
-		// requests to them in turn, and at a few hundred requests a
-		// second each of 3 waits over 10 ms, after which the Go runtime
-		// takes its P back and its monitor thread wakes every 20 µs for
-		// a millisecond, every time. A throttled 4 KiB read at 1 MiB/s
-		// (bench/wait.sh 5 1, one run of each on a loaded VM) took
-		// 344.8 µs of CPU and 6.76 context switches with two, against
-		// 401.9 µs and 9.12. With two, a request that comes while the
-		// other reader starts on one is read at once.
-		MaxReaders: 2,
-		// ASYNC_DIO: without it the kernel keeps one direct read and one
-		// direct write in flight per handle. DONT_MASK: the caller's umask
-		// is applied where the object is created, together with default
-		// ACLs. HANDLE_KILLPRIV_V2: writes and truncates by callers without
-		// CAP_FSETID are flagged, and sluice clears set-id bits as SOURCE
-		// would. READDIRPLUS_AUTO: the kernel asks for the entries'
-		// attributes with a listing (READDIRPLUS, one lookup of each in
-		// SOURCE) only where the lister goes on to stat them, as ls -l
-		// does, and for names alone otherwise: a listing of names ran
-		// 3.3 times as fast, one with a stat of each entry as fast.
-		ExtraCapabilities: fuse.CAP_ASYNC_DIO | fuse.CAP_DIRECT_IO_ALLOW_MMAP |
-			fuse.CAP_DONT_MASK | fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_READDIRPLUS_AUTO,
-	}
-	// Mount flags: nosuid and nodev always (as fusermount mounts), ro and
-	// noexec when asked. go-fuse makes MS_ flags of nosuid, nodev and
-	// noexec; ro reaches fusermount as an option, and mount(2) as
-	// MS_RDONLY (and in its data, which the kernel reads as the same).
-	mo.Options = append(mo.Options, "nosuid", "nodev")
-	mo.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV
-	if opts.ReadOnly {
-		mo.Options = append(mo.Options, "ro")
-		mo.DirectMountFlags |= syscall.MS_RDONLY
-	}
-	if opts.NoExec {
-		mo.Options = append(mo.Options, "noexec")
-	}
-	dirty := cmp.Or(opts.MapDirty, DefaultMapDirty)
-	if opts.WriteCache {
-		// The kernel passes nothing through with its write cache.
-		f.opts.Passthrough = false
-		mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
-		dirty = cmp.Or(opts.MapDirty, DefaultWriteCacheDirty)
-	}
-	if !f.opts.Passthrough {
-		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
-	}
-	fs := quotaRaw{&raw{RawFileSystem: fuse.NewDefaultRawFileSystem(), f: f}, newOpenQuota(groupMaxOpen(opts.GroupMaxOpen))}
+	mo, dirty := f.mountOptions(uring)
+	fs := quotaRaw{&raw{RawFileSystem: fuse.NewDefaultRawFileSystem(), f: f}, f.quota}
 	server, err := fuse.NewServer(fs, opts.Mountpoint, &mo)
 	if err != nil {
 		f.tree.Close()
@@ -439,6 +383,77 @@ func Mount(opts Options) (*FS, error) {
 	return f, nil
 }
 
+// mountOptions are the FUSE options of the mount, and the bound on its
+// dirty pages it asks for (see Options.MapDirty).
+func (f *FS) mountOptions(uring bool) (fuse.MountOptions, int64) {
+	mo := fuse.MountOptions{
+		AllowOther:    f.opts.AllowOther,
+		FsName:        f.source(),
+		Name:          "sluice",
+		MaxWrite:      1 << 20,
+		MaxReadAhead:  1 << 20,
+		MaxBackground: maxBackground,
+		Debug:         f.opts.Debug,
+		// The FUSE library's lines: its per-request trace (Debug) at
+		// debug level, its complaints as warnings.
+		Logger: slog.NewLogLogger(lateReplies{f.log().Handler(), &f.late}, map[bool]slog.Level{true: slog.LevelDebug, false: slog.LevelWarn}[f.opts.Debug]),
+		// The kernel checks every caller's permissions against the modes
+		// and POSIX ACLs sluice reports, for root and non-root mounts alike.
+		Options:   []string{"default_permissions"},
+		EnableAcl: true,
+		// As root, mount(2) directly: no fusermount3 needed.
+		DirectMount: true,
+		IOUring:     uring,
+		// Two goroutines wait in read(2) for the next request, not
+		// GOMAXPROCS+1 (4 to 5 here, see spareProcs): the kernel hands
+		// requests to them in turn, and at a few hundred requests a
+		// second each of 3 waits over 10 ms, after which the Go runtime
+		// takes its P back and its monitor thread wakes every 20 µs for
+		// a millisecond, every time. A throttled 4 KiB read at 1 MiB/s
+		// (bench/wait.sh 5 1, one run of each on a loaded VM) took
+		// 344.8 µs of CPU and 6.76 context switches with two, against
+		// 401.9 µs and 9.12. With two, a request that comes while the
+		// other reader starts on one is read at once.
+		MaxReaders: 2,
+		// ASYNC_DIO: without it the kernel keeps one direct read and one
+		// direct write in flight per handle. DONT_MASK: the caller's umask
+		// is applied where the object is created, together with default
+		// ACLs. HANDLE_KILLPRIV_V2: writes and truncates by callers without
+		// CAP_FSETID are flagged, and sluice clears set-id bits as SOURCE
+		// would. READDIRPLUS_AUTO: the kernel asks for the entries'
+		// attributes with a listing (READDIRPLUS, one lookup of each in
+		// SOURCE) only where the lister goes on to stat them, as ls -l
+		// does, and for names alone otherwise: a listing of names ran
+		// 3.3 times as fast, one with a stat of each entry as fast.
+		ExtraCapabilities: fuse.CAP_ASYNC_DIO | fuse.CAP_DIRECT_IO_ALLOW_MMAP |
+			fuse.CAP_DONT_MASK | fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_READDIRPLUS_AUTO,
+	}
+	// Mount flags: nosuid and nodev always (as fusermount mounts), ro and
+	// noexec when asked. go-fuse makes MS_ flags of nosuid, nodev and
+	// noexec; ro reaches fusermount as an option, and mount(2) as
+	// MS_RDONLY (and in its data, which the kernel reads as the same).
+	mo.Options = append(mo.Options, "nosuid", "nodev")
+	mo.DirectMountFlags = syscall.MS_NOSUID | syscall.MS_NODEV
+	if f.opts.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+		mo.DirectMountFlags |= syscall.MS_RDONLY
+	}
+	if f.opts.NoExec {
+		mo.Options = append(mo.Options, "noexec")
+	}
+	dirty := cmp.Or(f.opts.MapDirty, DefaultMapDirty)
+	if f.opts.WriteCache {
+		// The kernel passes nothing through with its write cache.
+		f.opts.Passthrough = false
+		mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
+		dirty = cmp.Or(f.opts.MapDirty, DefaultWriteCacheDirty)
+	}
+	if !f.opts.Passthrough {
+		mo.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
+	}
+	return mo, dirty
+}
+
 // raiseNoFile raises the soft descriptor limit to the hard one: open
 // files of every tenant are descriptors of this process.
 func raiseNoFile() {
@@ -451,6 +466,12 @@ func raiseNoFile() {
 
 // Wait blocks until the file system is unmounted.
 func (f *FS) Wait() {
+	if f.handed.Load() {
+		f.server.Wait()
+		f.stopOnce.Do(func() { close(f.stop) })
+		f.closeQuietly()
+		return
+	}
 	served := make(chan struct{})
 	go func() { f.server.Wait(); close(served) }()
 	held := !f.untilServed(served)

@@ -55,6 +55,17 @@ func (t *table[T]) add(v T) uint64 {
 	return t.next
 }
 
+// put enters v as fh, a handle given before (a mount taken over).
+func (t *table[T]) put(fh uint64, v T) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = make(map[uint64]T)
+	}
+	t.m[fh] = v
+	t.next = max(t.next, fh)
+}
+
 // get returns the entry of fh; ok is false when there is none.
 func (t *table[T]) get(fh uint64) (v T, ok bool) {
 	t.mu.Lock()

@@ -344,7 +344,7 @@ func (r *raw) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut
 			out.OpenFlags |= fuse.FOPEN_KEEP_CACHE
 		}
 	}
-	out.Fh = r.f.dirs.add(&dirHandle{dir: d})
+	out.Fh = r.f.dirs.add(&dirHandle{dir: d, id: id})
 	return fuse.OK
 }
 

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,9 @@ little.
 Stop it with Ctrl-C or SIGTERM: it unmounts cleanly.
   sluice mount --limit 'default rbps=10MiB' /srv/data /mnt/data
   sluice mount --config /etc/sluice/data.toml
+Upgrade it without unmounting: a new sluice takes the mount over, with its
+open files, groups and limits; applications only wait while it does.
+  sluice mount --takeover /mnt/data
 
 Limits use the cgroup v2 io.max vocabulary, one --limit per group:
   --limit 'default rbps=10MiB riops=max'
@@ -121,6 +125,8 @@ type mountOpts struct {
 	readOnly    bool
 	noExec      bool
 	unmountDead bool
+	// takeover takes the mount over from the sluice serving it.
+	takeover bool
 	// The cluster whose mounts share the groups' caps (package cluster).
 	cluster, clusterName, clusterHost, clusterCA string
 }
@@ -184,6 +190,7 @@ func mountFlags() (*pflag.FlagSet, *mountOpts) {
 	fs.BoolVar(&o.readOnly, "read-only", false, "mount read-only (MS_RDONLY; fstab: ro): every write, create or change through the mount fails with EROFS. The mount is always nosuid and nodev")
 	fs.BoolVar(&o.noExec, "noexec", false, "mount noexec (MS_NOEXEC; fstab: noexec): executing a file on the mount fails with EACCES")
 	fs.BoolVar(&o.unmountDead, "unmount-dead", false, "mount nothing: if MOUNTPOINT holds a sluice mount whose daemon has died (statfs fails with ENOTCONN), detach it (umount -l), and exit. A live mount, or another file system's, is left alone; the service runs this before it mounts (ExecStartPre)")
+	fs.BoolVar(&o.takeover, "takeover", false, "take the mount at MOUNTPOINT over from the sluice serving it, without unmounting (an upgrade): its open files and directories, groups, limits and tags carry over, and applications wait while it happens (the requests being served are answered first, 10 s at most, else the old sluice serves on). With MOUNTPOINT alone, with the old sluice's command line; the old one exits 0. Not yet for mirror sets or --transport uring")
 	flagDoc(fs, groupMount, map[string]string{"config": "FILE"})
 
 	fs.StringVar(&o.logLevel, "log-level", "info", "what the log (stderr, as key=value lines) shows: debug (every FUSE request too), info (start, stop, reloads), warn (a mirror turning stale, failures), error")
@@ -235,20 +242,28 @@ func mountCommand(args []string, stdout, stderr io.Writer) *cobra.Command {
 // cmdMount serves a mount: fs holds its flags as parsed, bound to o, pos
 // its positional arguments, and args its command line as given.
 func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stderr io.Writer) error {
+	var tk *taking
+	if o.takeover {
+		var err error
+		if tk, err = startTakeover(pos, &fs, &o, &pos, &args); err != nil {
+			return err
+		}
+	}
 	opts, err := mountFromFlags(fs, o, pos, stderr)
 	if err != nil {
+		tk.abort(err)
 		return err
 	}
 	if o.unmountDead {
+		tk.abort(errors.New("--unmount-dead mounts nothing"))
 		return unmountDead(opts.Mountpoint, stdout)
 	}
 	config := o.config
 	var ln net.Listener
-	if o.metrics != "" {
+	if o.metrics != "" && tk == nil {
 		if ln, err = net.Listen("tcp", o.metrics); err != nil {
 			return usagef("--metrics-listen %s: %v", o.metrics, err)
 		}
-		defer ln.Close()
 	}
 	// The signals are caught before the mount exists: one that comes
 	// while it is being set up (a service stopped as it starts) waits in
@@ -260,14 +275,30 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	m, err := fsys.Mount(opts)
+	var m *fsys.FS
+	if tk != nil {
+		m, err = tk.take(opts)
+	} else {
+		m, err = fsys.Mount(opts)
+	}
 	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return err
 	}
 	spareProcs()
 	log := opts.Logger
 	t := &target{m: m, opts: opts, args: args, config: config, flags: flagValues(o)}
+	defer t.closeListeners()
+	if o.metrics != "" && tk != nil {
+		// The old sluice has closed its listener by now.
+		if ln, err = net.Listen("tcp", o.metrics); err != nil {
+			log.Warn("metrics not served", "err", fmt.Sprintf("--metrics-listen %s: %v", o.metrics, err))
+		}
+	}
 	if ln != nil {
+		t.metrics = ln
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler(metricSource{t}))
 		to := o.metricsTimeout
@@ -287,7 +318,6 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 			m.Wait()
 			return usagef("--cluster %v", err)
 		}
-		defer cl.Close()
 		t.mu.Lock()
 		t.cluster = cl
 		t.mu.Unlock()
@@ -299,10 +329,15 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 		m.Wait()
 		return err
 	}
-	defer srv.Close()
-	if len(opts.Mirrors) > 0 {
+	t.mu.Lock()
+	t.control = srv
+	t.mu.Unlock()
+	switch {
+	case tk != nil:
+		log.Info("serving, taken over", "source", opts.Source, "mountpoint", opts.Mountpoint, "from_pid", tk.pid, "open_files", tk.files, "open_dirs", tk.dirs)
+	case len(opts.Mirrors) > 0:
 		log.Info("serving", "mirrors", strings.Join(opts.Mirrors, ","), "mountpoint", opts.Mountpoint, "read_policy", opts.ReadPolicy)
-	} else {
+	default:
 		log.Info("serving", "source", opts.Source, "mountpoint", opts.Mountpoint)
 	}
 	notify(log, "READY=1") // a Type=notify service is up
@@ -314,6 +349,9 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 	}()
 	go func() {
 		for sig := range sigs {
+			if t.handed.Load() {
+				continue
+			}
 			notify(log, "STOPPING=1")
 			log.Info("unmounting", "signal", sig.String(), "mountpoint", opts.Mountpoint)
 			if err := m.Unmount(); err != nil {
@@ -370,6 +408,30 @@ type target struct {
 	opts fsys.Options
 	// cluster is the mount's cluster, if it shares caps with other hosts.
 	cluster *cluster.Cluster
+	// metrics and control are the mount's listeners, closed when it is
+	// handed over, before the taking process opens its own.
+	metrics net.Listener
+	control *control.Server
+	// handed says the mount was handed over to another process.
+	handed atomic.Bool
+}
+
+// closeListeners closes the mount's cluster membership, metrics listener
+// and control socket, once.
+func (t *target) closeListeners() {
+	t.mu.Lock()
+	cl, ln, srv := t.cluster, t.metrics, t.control
+	t.cluster, t.metrics, t.control = nil, nil, nil
+	t.mu.Unlock()
+	if cl != nil {
+		cl.Close()
+	}
+	if ln != nil {
+		ln.Close()
+	}
+	if srv != nil {
+		srv.Close()
+	}
 }
 
 func (t *target) Status() control.Status {

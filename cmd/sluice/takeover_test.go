@@ -1,0 +1,454 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"sluice/control"
+)
+
+// takeoverFile is the size of the file the tenant reads across a
+// takeover; its byte at offset i is byte(i*7 + i>>12).
+const takeoverFile = 8 << 20
+
+func takeoverByte(i int64) byte { return byte(i*7 + i>>12) }
+
+// takeoverNames is how many names the tenant's directory holds.
+const takeoverNames = 2000
+
+// takeoverResult is what the tenant reports.
+type takeoverResult struct {
+	Ops       int      `json:"ops"`
+	Errors    []string `json:"errors"`
+	Appends   int      `json:"appends"`
+	Names     int      `json:"names"`
+	Repeated  int      `json:"repeated"`
+	ReadBytes int64    `json:"read_bytes"`
+	Seconds   float64  `json:"seconds"`
+	LongestMs float64  `json:"longest_ms"`
+}
+
+// runTenant is the tenant of TestTakeover, run as a process of its own
+// (SLUICE_TAKEOVER_TENANT=MNT): with files and a directory open and its
+// working directory in the mount, it reads, appends, stats, creates and
+// removes until stdin closes, then finishes its listing and reports.
+func runTenant(mnt string) {
+	res := takeoverResult{}
+	fail := func(format string, args ...any) {
+		if len(res.Errors) < 10 {
+			res.Errors = append(res.Errors, fmt.Sprintf(format, args...))
+		}
+	}
+	data, err := os.Open(filepath.Join(mnt, "data"))
+	if err != nil {
+		fmt.Println(`{"errors":["open data: ` + err.Error() + `"]}`)
+		return
+	}
+	logf, err := os.OpenFile(filepath.Join(mnt, "own", "log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Println(`{"errors":["open log: ` + err.Error() + `"]}`)
+		return
+	}
+	dir, err := os.Open(filepath.Join(mnt, "names"))
+	if err != nil {
+		fmt.Println(`{"errors":["open names: ` + err.Error() + `"]}`)
+		return
+	}
+	if err := os.Chdir(filepath.Join(mnt, "own")); err != nil {
+		fmt.Println(`{"errors":["chdir: ` + err.Error() + `"]}`)
+		return
+	}
+	seen := map[string]int{}
+	first, err := dir.Readdirnames(10)
+	if err != nil {
+		fail("readdir before: %v", err)
+	}
+	for _, n := range first {
+		seen[n]++
+	}
+	stop := make(chan struct{})
+	go func() { io.Copy(io.Discard, os.Stdin); close(stop) }()
+	fmt.Println("ready")
+	start := time.Now()
+	buf := make([]byte, 4096)
+	var off int64
+loop:
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			break loop
+		default:
+		}
+		t0 := time.Now()
+		n, err := data.ReadAt(buf, off)
+		if err != nil || n != len(buf) {
+			fail("read at %d: %d, %v", off, n, err)
+		} else {
+			res.ReadBytes += int64(n)
+			for j := range n {
+				if buf[j] != takeoverByte(off+int64(j)) {
+					fail("read at %d: byte %d differs", off, j)
+					break
+				}
+			}
+		}
+		off = (off + 1<<20 + 4096) % (takeoverFile - 4096)
+		if _, err := fmt.Fprintf(logf, "%d\n", res.Appends); err != nil {
+			fail("append %d: %v", res.Appends, err)
+		} else {
+			res.Appends++
+		}
+		name := "f" + strconv.Itoa(i%50)
+		if err := os.WriteFile(name, []byte(name), 0o644); err != nil {
+			fail("create %s: %v", name, err)
+		}
+		if b, err := os.ReadFile(name); err != nil || string(b) != name {
+			fail("read back %s: %q, %v", name, b, err)
+		}
+		if err := os.Remove(name); err != nil {
+			fail("remove %s: %v", name, err)
+		}
+		if _, err := os.Stat(filepath.Join(mnt, "names", "n"+strconv.Itoa(i%takeoverNames))); err != nil {
+			fail("stat: %v", err)
+		}
+		if _, err := logf.Stat(); err != nil {
+			fail("fstat: %v", err)
+		}
+		res.Ops++
+		if d := time.Since(t0).Seconds() * 1000; d > res.LongestMs {
+			res.LongestMs = d
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	for {
+		names, err := dir.Readdirnames(100)
+		for _, n := range names {
+			seen[n]++
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fail("readdir after: %v", err)
+			break
+		}
+	}
+	res.Names = len(seen)
+	for _, c := range seen {
+		if c > 1 {
+			res.Repeated++
+		}
+	}
+	for _, f := range []*os.File{data, logf, dir} {
+		if err := f.Close(); err != nil {
+			fail("close %s: %v", f.Name(), err)
+		}
+	}
+	json.NewEncoder(os.Stdout).Encode(res)
+}
+
+func init() {
+	if mnt := os.Getenv("SLUICE_TAKEOVER_TENANT"); mnt != "" {
+		runTenant(mnt)
+		os.Exit(0)
+	}
+}
+
+// TestTakeover: a new sluice takes a mount over (sluice mount --takeover
+// MOUNTPOINT) while a tenant of another uid, in a limited group, holds a
+// file open for reading, one for appending and a directory half listed,
+// works in the mount and never stops: none of its operations fails, its
+// appends are all there in order, its listing has every name once, and
+// the limits (a set made at run time among them) hold in the new sluice.
+// The old sluice exits 0; the new one takes over again, then unmounts on
+// SIGTERM.
+func TestTakeover(t *testing.T) {
+	needMount(t)
+	dir, src, mnt := srcMnt(t)
+	// The tenant is this test binary, copied where uid 4243 may run it.
+	exe := filepath.Join(dir, "tenant")
+	if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(exe, b, 0o755) != nil {
+		t.Fatalf("copy the test binary: %v", err)
+	}
+	data := make([]byte, takeoverFile)
+	for i := range data {
+		data[i] = takeoverByte(int64(i))
+	}
+	if err := os.WriteFile(filepath.Join(src, "data"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(src, "names"), 0o755)
+	for i := range takeoverNames {
+		os.WriteFile(filepath.Join(src, "names", "n"+strconv.Itoa(i)), nil, 0o644)
+	}
+	own := filepath.Join(src, "own")
+	os.Mkdir(own, 0o755)
+	os.Chown(own, 4243, 4243)
+
+	_, oldErr, oldExited, oldWait := startMount(t, mnt, "mount", "--limit", "tenants/a rbps=8MiB", "--group", "tenants/a uid=4243", src, mnt)
+	if out, err := sluice("set", mnt, "default wiops=500").CombinedOutput(); err != nil {
+		t.Fatalf("set: %v\n%s", err, out)
+	}
+
+	tenant := exec.Command(exe)
+	tenant.Env = append(os.Environ(), "SLUICE_TAKEOVER_TENANT="+mnt)
+	tenant.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4243, Gid: 4243}}
+	stdin, _ := tenant.StdinPipe()
+	stdout, _ := tenant.StdoutPipe()
+	tenant.Stderr = os.Stderr
+	if err := tenant.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer tenant.Process.Kill()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("the tenant did not start: %q", lines.Text())
+	}
+	time.Sleep(300 * time.Millisecond) // the tenant at work before the takeover
+
+	_, nextErr, nextExited, nextWait := startTakeover2(t, mnt)
+	select {
+	case <-oldExited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the old sluice did not exit after the takeover; its log:\n%s", oldErr)
+	}
+	if *oldWait != nil {
+		t.Fatalf("the old sluice exited with %v; its log:\n%s", *oldWait, oldErr)
+	}
+
+	if !strings.Contains(oldErr.String(), "handed over") {
+		t.Errorf("the old sluice's log does not say it handed over:\n%s", oldErr)
+	}
+	if !isMounted(mnt) {
+		t.Fatal("the mount went away with the old sluice")
+	}
+	st, err := control.Stat(mnt)
+	if err != nil {
+		t.Fatalf("stat after the takeover: %v", err)
+	}
+	if g := find(st, "default"); g == nil || !strings.Contains(g.Limits, "wiops=500") {
+		t.Errorf("the limit set at run time did not carry over: %+v", g)
+	}
+	if g := find(st, "tenants/a"); g == nil || !strings.Contains(g.Limits, "rbps=8MiB") {
+		t.Errorf("the command line's limit did not carry over: %+v", g)
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	// And again, from the sluice that took over.
+	_, againErr, _, _ := startTakeover2(t, mnt)
+	select {
+	case <-nextExited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the second sluice did not exit after the second takeover; its log:\n%s", nextErr)
+	}
+	if *nextWait != nil {
+		t.Fatalf("the second sluice exited with %v; its log:\n%s", *nextWait, nextErr)
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	stdin.Close()
+	var res takeoverResult
+	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &res) != nil {
+		t.Fatalf("the tenant's report: %q", lines.Text())
+	}
+	tenant.Wait()
+	t.Logf("old:\n%s\nsecond:\n%s\nthird:\n%s", oldErr, nextErr, againErr)
+	t.Logf("tenant: %d rounds in %.1f s, longest %.0f ms, %d appends, read %.1f MiB/s", res.Ops, res.Seconds, res.LongestMs, res.Appends, float64(res.ReadBytes)/res.Seconds/(1<<20))
+	if len(res.Errors) > 0 {
+		t.Errorf("the tenant saw errors: %v", res.Errors)
+	}
+	if res.Ops == 0 {
+		t.Error("the tenant did nothing")
+	}
+	if res.Names != takeoverNames || res.Repeated != 0 {
+		t.Errorf("the listing across the takeovers had %d names (%d twice), want %d once each", res.Names, res.Repeated, takeoverNames)
+	}
+	b, err := os.ReadFile(filepath.Join(own, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	want := make([]string, res.Appends)
+	for i := range want {
+		want[i] = strconv.Itoa(i)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the appended log holds %d lines, want 0..%d in order", len(got), res.Appends-1)
+	}
+	if !strings.Contains(againErr.String(), "taken over") {
+		t.Errorf("the third sluice's log does not say it took over:\n%s", againErr)
+	}
+}
+
+// startTakeover2 runs sluice mount --takeover MNT and returns once it
+// serves the mount.
+func startTakeover2(t *testing.T, mnt string) (cmd *exec.Cmd, stderr *safeBuffer, exited chan struct{}, waitErr *error) {
+	t.Helper()
+	cmd = sluice("mount", "--takeover", mnt)
+	stderr = &safeBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitErr = new(error)
+	exited = make(chan struct{})
+	go func() { *waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stderr.String(), "serving, taken over") {
+		select {
+		case <-exited:
+			t.Fatalf("sluice mount --takeover exited: %v\n%s", *waitErr, stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice mount --takeover does not serve after 20 s:\n%s", stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd, stderr, exited, waitErr
+}
+
+// safeBuffer is a buffer a process's output is copied into while the
+// test reads it.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestTakeoverFio: six takeovers, one a second, under two tenants' fio
+// runs: one writing random blocks of 4 KiB to 256 KiB and verifying them
+// (crc32c) as uid 4244, in no limited group, and one reading at random as
+// uid 4243 in a group held to 8 MiB/s. Both runs end without an error or
+// a block that fails to verify, and the limited reader reads at its limit
+// over the run, takeovers included. With passthrough (the default) the
+// writer's file is the kernel's to write through its registration, which
+// the takeovers carry; without, every write reaches sluice.
+func TestTakeoverFio(t *testing.T) {
+	needMount(t)
+	if _, err := exec.LookPath("fio"); err != nil {
+		t.Skip("skipping: fio is not installed")
+	}
+	for _, pass := range []string{"true", "false"} {
+		t.Run("passthrough="+pass, func(t *testing.T) { takeoverFio(t, pass) })
+	}
+}
+
+func takeoverFio(t *testing.T, pass string) {
+	_, src, mnt := srcMnt(t)
+	for _, d := range []struct {
+		name string
+		uid  int
+	}{{"r", 4243}, {"w", 4244}} {
+		os.Mkdir(filepath.Join(src, d.name), 0o755)
+		os.Chown(filepath.Join(src, d.name), d.uid, d.uid)
+	}
+	f, err := os.Create(filepath.Join(src, "r", "file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, 64<<20))
+	f.Close()
+	os.Chown(filepath.Join(src, "r", "file"), 4243, 4243)
+	const limit = 8 << 20
+	_, oldErr, oldExited, _ := startMount(t, mnt, "mount", "--passthrough="+pass, "--limit", "tenants/a rbps=8MiB", "--group", "tenants/a uid=4243", src, mnt)
+
+	fio := func(uid uint32, args ...string) (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.Command("fio", append([]string{"--ioengine=psync", "--time_based", "--runtime=8s", "--output-format=json"}, args...)...)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		out := new(bytes.Buffer)
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, out
+	}
+	reader, rout := fio(4243, "--name=r", "--filename="+filepath.Join(mnt, "r", "file"), "--readonly", "--rw=randread", "--bs=64k", "--size=64M")
+	writer, wout := fio(4244, "--name=w", "--directory="+filepath.Join(mnt, "w"), "--rw=randwrite", "--bsrange=4k-256k", "--size=32M",
+		"--verify=crc32c", "--verify_backlog=16", "--do_verify=1", "--verify_fatal=1")
+	exited, logs := oldExited, []*safeBuffer{}
+	for range 6 {
+		time.Sleep(time.Second)
+		_, e, x, _ := startTakeover2(t, mnt)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the serving sluice did not exit after a takeover")
+		}
+		exited = x
+		logs = append(logs, e)
+	}
+	rerr, werr := reader.Wait(), writer.Wait()
+	if rerr != nil || werr != nil {
+		t.Fatalf("fio failed: reader %v, writer %v\nreader:\n%s\nwriter:\n%s\nfirst sluice:\n%s", rerr, werr, rout, wout, oldErr)
+	}
+	type job struct {
+		Error int `json:"error"`
+		Read  struct {
+			IOBytes int64 `json:"io_bytes"`
+			Runtime int64 `json:"runtime"` // ms
+			Clat    struct {
+				Max int64 `json:"max"`
+			} `json:"clat_ns"`
+		} `json:"read"`
+		Write struct {
+			IOBytes int64 `json:"io_bytes"`
+			Clat    struct {
+				Max int64 `json:"max"`
+			} `json:"clat_ns"`
+		} `json:"write"`
+	}
+	parse := func(b *bytes.Buffer) job {
+		var r struct{ Jobs []job }
+		out := b.Bytes()
+		if i := bytes.IndexByte(out, '{'); i > 0 {
+			out = out[i:]
+		}
+		if err := json.Unmarshal(out, &r); err != nil || len(r.Jobs) != 1 {
+			t.Fatalf("fio's output: %v\n%s", err, b)
+		}
+		return r.Jobs[0]
+	}
+	r, w := parse(rout), parse(wout)
+	if r.Error != 0 || w.Error != 0 {
+		t.Fatalf("fio jobs ended with errors %d and %d", r.Error, w.Error)
+	}
+	if w.Write.IOBytes == 0 {
+		t.Fatal("the writer wrote nothing")
+	}
+	ratio := float64(r.Read.IOBytes) / (float64(r.Read.Runtime) / 1000) / limit
+	t.Logf("limited reader at %.3f of its limit, its longest read %.1f ms; the writer wrote %d MiB and verified it across 6 takeovers, its longest write %.1f ms, its longest verifying read %.1f ms",
+		ratio, float64(r.Read.Clat.Max)/1e6, w.Write.IOBytes>>20, float64(w.Write.Clat.Max)/1e6, float64(w.Read.Clat.Max)/1e6)
+	if ratio < 0.95 || ratio > 1.02 {
+		t.Errorf("the limited reader read at %.3f of its limit across the takeovers, want 0.95 to 1.02", ratio)
+	}
+}

@@ -1,0 +1,404 @@
+package fsys
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"sluice/backing"
+	"sluice/engine"
+	"sluice/group"
+	"sluice/stack"
+	"sluice/throttle"
+)
+
+// HandoverState is a mount's state as handed to the process that takes it
+// over (FS.Handover, Adopt): plain data, JSON-encodable. Descriptors are
+// indexes into the list handed beside it; the FUSE connection's is the
+// first.
+type HandoverState struct {
+	// Fuse is the connection and what INIT negotiated on it; its Fd is
+	// the index 0.
+	Fuse fuse.Handoff `json:"fuse"`
+	// Tree is the backing tree's objects, the kernel's node ids among
+	// them; its descriptors are TreeFds, from index 1.
+	Tree    backing.LocalState `json:"tree"`
+	TreeFds int                `json:"tree_fds"`
+	Nodes   []NodeState        `json:"nodes,omitempty"`
+	Files   []FileState        `json:"files,omitempty"`
+	Dirs    []DirState         `json:"dirs,omitempty"`
+	// NextFile and NextDir are the last file and directory handles given.
+	NextFile uint64 `json:"next_file"`
+	NextDir  uint64 `json:"next_dir"`
+	// Limits are every group's limits in force, set by the command line,
+	// the config file, set or reload, in the order to apply them.
+	Limits      map[string]throttle.Limits `json:"limits"`
+	LimitsOrder []string                   `json:"limits_order"`
+	Tags        group.TagState             `json:"tags"`
+	Dirty       int64                      `json:"dirty"`
+}
+
+// NodeState is what the front end keeps of an object beyond its open files.
+type NodeState struct {
+	ID        backing.ID       `json:"id"`
+	Mtime     syscall.Timespec `json:"mtime"`
+	Ctime     syscall.Timespec `json:"ctime"`
+	Size      int64            `json:"size"`
+	BackingID int32            `json:"backing_id,omitempty"` // passthrough registration
+}
+
+// FileState is an open file.
+type FileState struct {
+	Fh      uint64       `json:"fh"`
+	ID      backing.ID   `json:"id"`
+	Fd      int          `json:"fd"`
+	Opener  string       `json:"opener"` // the group that opened it
+	Charged string       `json:"charged"`
+	Cred    backing.Cred `json:"cred"`
+	Serve   stack.Serve  `json:"serve"`
+	Writes  bool         `json:"writes,omitempty"`
+	Splice  bool         `json:"splice,omitempty"`
+	Append  bool         `json:"append,omitempty"`
+	Reading bool         `json:"reading,omitempty"`
+}
+
+// DirState is an open directory and where its listing goes on from.
+type DirState struct {
+	Fh      uint64     `json:"fh"`
+	ID      backing.ID `json:"id"`
+	Fd      int        `json:"fd"`
+	Offset  uint64     `json:"offset"`
+	Charged string     `json:"charged"`
+}
+
+// HandoverWait is how long Handover waits for the requests being served
+// to be answered before it gives up: a read held by a low limit, or one
+// SOURCE does not answer, keeps the mount with its process.
+const HandoverWait = 10 * time.Second
+
+// ErrHandedOver is what a mount handed over answers from then on.
+var ErrHandedOver = errors.New("the mount has been handed over to another process")
+
+// Handover stops taking requests, waits until those being served are
+// answered (wait at most), and returns the mount's state and the
+// descriptors it refers to, duplicates that the caller closes once
+// sent. Requests the kernel queues meanwhile wait for the process that
+// takes the mount over. The mount must then be either Released (taken)
+// or Resumed (not taken); until then it serves nothing.
+//
+// A mount of SOURCE over /dev/fuse can be handed over; a mirror set, a
+// tree given as Options.Tree and the io_uring transport cannot yet.
+func (f *FS) Handover(wait time.Duration) (*HandoverState, []int, error) {
+	local, ok := f.tree.(*backing.Local)
+	switch {
+	case f.mirrors != nil:
+		return nil, nil, errors.New("a mirror set cannot be handed over yet: unmount and mount it again")
+	case !ok:
+		return nil, nil, errors.New("only a mount of a SOURCE directory can be handed over")
+	case f.server.IOUring():
+		return nil, nil, fmt.Errorf("a mount served over io_uring cannot be handed over yet: mount it with --transport %s", TransportDev)
+	}
+	h, err := f.server.Handover(wait)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, fds, err := f.handoverState(local, h)
+	if err != nil {
+		unix.Close(h.Fd)
+		f.server.Resume()
+		return nil, nil, err
+	}
+	return st, fds, nil
+}
+
+func (f *FS) handoverState(local *backing.Local, h *fuse.Handoff) (*HandoverState, []int, error) {
+	tree, treeFds, err := local.Export()
+	if err != nil {
+		return nil, nil, err
+	}
+	st := &HandoverState{Fuse: *h, Tree: tree, TreeFds: len(treeFds), Dirty: f.dirty.Load(), Tags: f.tags.Export()}
+	st.Fuse.Fd = 0
+	fds := append([]int{h.Fd}, treeFds...)
+	closeAll := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	dup := func(fd int) (int, error) {
+		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		fds = append(fds, d)
+		return len(fds) - 1, nil
+	}
+	f.mu.Lock()
+	for _, id := range slices.Sorted(maps.Keys(f.nodes)) {
+		n := f.nodes[id]
+		n.mu.Lock()
+		st.Nodes = append(st.Nodes, NodeState{ID: id, Mtime: n.stamp.mtime, Ctime: n.stamp.ctime, Size: n.stamp.size, BackingID: n.backingID})
+		n.mu.Unlock()
+	}
+	f.mu.Unlock()
+	f.quota.mu.Lock()
+	defer f.quota.mu.Unlock()
+	f.files.mu.Lock()
+	st.NextFile = f.files.next
+	for _, fh := range slices.Sorted(maps.Keys(f.files.m)) {
+		h := f.files.m[fh]
+		if h.file.Fd() < 0 {
+			f.files.mu.Unlock()
+			closeAll()
+			return nil, nil, fmt.Errorf("open file %d has no descriptor to hand over", fh)
+		}
+		i, err := dup(h.file.Fd())
+		if err != nil {
+			f.files.mu.Unlock()
+			closeAll()
+			return nil, nil, err
+		}
+		h.mu.Lock()
+		st.Files = append(st.Files, FileState{Fh: fh, ID: h.node.id, Fd: i, Opener: h.opener.Path(), Charged: f.quota.files[fh],
+			Cred: *h.cred, Serve: h.serve, Writes: h.writes, Splice: h.splice, Append: h.append, Reading: h.reading})
+		h.mu.Unlock()
+	}
+	f.files.mu.Unlock()
+	f.dirs.mu.Lock()
+	st.NextDir = f.dirs.next
+	for _, fh := range slices.Sorted(maps.Keys(f.dirs.m)) {
+		d := f.dirs.m[fh]
+		d.mu.Lock()
+		fd, off := d.dir.Fd(), d.dir.Offset()
+		d.mu.Unlock()
+		i, err := dup(fd)
+		if err != nil {
+			f.dirs.mu.Unlock()
+			closeAll()
+			return nil, nil, err
+		}
+		st.Dirs = append(st.Dirs, DirState{Fh: fh, ID: d.id, Fd: i, Offset: off, Charged: f.quota.dirs[fh]})
+	}
+	f.dirs.mu.Unlock()
+	m := f.eng.Metrics()
+	st.Limits = map[string]throttle.Limits{}
+	for _, g := range m.Groups {
+		st.Limits[g.Group] = g.Limit
+		st.LimitsOrder = append(st.LimitsOrder, g.Group)
+	}
+	return st, fds, nil
+}
+
+// Resume serves again after a Handover whose state was not taken.
+func (f *FS) Resume() { f.server.Resume() }
+
+// Release ends a mount handed over and taken: Wait returns, and the
+// mount's files, directories and tree are closed in this process without
+// a word to the kernel (the connection, its passthrough registrations
+// and its mount are the other process's now).
+func (f *FS) Release() {
+	f.handed.Store(true)
+	f.server.Release()
+}
+
+// Adopt takes over a mount another process handed over (FS.Handover):
+// state and fds are what it handed, the descriptors this process's own.
+// opts are the mount's options, as for Mount; Source and Mountpoint must
+// be the mount's. The mount serves nothing until Serve; Discard drops it
+// (closing the descriptors, the connection left to the other process).
+func Adopt(opts Options, st *HandoverState, fds []int) (*FS, error) {
+	closeAll := func() {
+		for _, fd := range fds {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}
+	if len(fds) < 1+st.TreeFds {
+		closeAll()
+		return nil, fmt.Errorf("handover: %d descriptors, want %d at least", len(fds), 1+st.TreeFds)
+	}
+	if opts.Tree != nil || len(opts.Mirrors) > 0 {
+		closeAll()
+		return nil, errors.New("only a mount of a SOURCE directory can be taken over")
+	}
+	if opts.Transport == TransportURing {
+		closeAll()
+		return nil, fmt.Errorf("transport %s: a mount is taken over on /dev/fuse", TransportURing)
+	}
+	opts.Transport = TransportDev
+	take := func(i int) int {
+		if i < 0 || i >= len(fds) {
+			return -1
+		}
+		fd := fds[i]
+		fds[i] = -1
+		return fd
+	}
+	raiseNoFile()
+	eopts := opts.Options
+	if eopts.Dying == nil {
+		eopts.Dying = dying
+	}
+	eng, err := engine.New(eopts)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	f := &FS{
+		opts: opts, eng: eng, epoch: time.Now(),
+		groups: make(map[string]*throttle.Group),
+		nodes:  make(map[backing.ID]*node),
+		quota:  newOpenQuota(groupMaxOpen(opts.GroupMaxOpen)),
+	}
+	treeFds := make([]int, st.TreeFds)
+	for i := range treeFds {
+		treeFds[i] = take(1 + i)
+	}
+	local, err := backing.AdoptLocal(st.Tree, treeFds, backing.LocalOptions{MaxOpen: opts.MaxOpen})
+	if err != nil {
+		eng.Close()
+		closeAll()
+		return nil, fmt.Errorf("SOURCE %s: %v", opts.Source, err)
+	}
+	f.tree = local
+	fail := func(err error) (*FS, error) {
+		for _, h := range f.files.drain() {
+			h.file.Close()
+		}
+		for _, d := range f.dirs.drain() {
+			d.dir.Close()
+		}
+		f.tree.Close()
+		eng.Close()
+		closeAll()
+		return nil, err
+	}
+	f.group(group.Default)
+	f.SetRules(opts.Rules)
+	f.tags.Import(st.Tags)
+	order, all := group.Combine(nil, opts.Limits)
+	for _, p := range st.LimitsOrder {
+		if _, ok := all[p]; !ok {
+			order = append(order, p)
+		}
+		all[p] = st.Limits[p]
+	}
+	if _, err := eng.SetAllLimits(order, all); err != nil {
+		return fail(fmt.Errorf("the limits handed over: %v", err))
+	}
+	for _, ns := range st.Nodes {
+		n := f.nodeOf(ns.ID)
+		n.stamp = stamp{mtime: ns.Mtime, ctime: ns.Ctime, size: ns.Size}
+		n.backingID = ns.BackingID
+	}
+	f.files.next, f.dirs.next = st.NextFile, st.NextDir
+	for _, fs := range st.Files {
+		file, err := local.AdoptFile(fs.ID, take(fs.Fd))
+		if err != nil {
+			return fail(fmt.Errorf("open file %d: %v", fs.Fh, err))
+		}
+		n := f.nodeOf(fs.ID)
+		cred := fs.Cred
+		h := &handle{file: file, node: n, opener: f.group(fs.Opener), cred: &cred, serve: fs.Serve,
+			writes: fs.Writes, splice: fs.Splice, append: fs.Append}
+		h.sh.Ino, h.sh.File, h.sh.Whole = uint64(fs.ID), n, fs.Serve.Mode != stack.ServeDirect
+		n.adopt(h)
+		if fs.Reading {
+			if err := h.ensureReader(); err != nil {
+				return fail(fmt.Errorf("open file %d: %v", fs.Fh, err))
+			}
+		}
+		if fs.Serve.Mode == stack.ServePassthrough {
+			f.passOpen(h.opener, 1)
+		}
+		f.files.put(fs.Fh, h)
+		if fs.Charged != "" {
+			f.quota.adopt(f.quota.files, fs.Fh, fs.Charged)
+		}
+	}
+	for _, ds := range st.Dirs {
+		d, err := local.AdoptDir(ds.ID, take(ds.Fd), ds.Offset)
+		if err != nil {
+			return fail(fmt.Errorf("open directory %d: %v", ds.Fh, err))
+		}
+		f.dirs.put(ds.Fh, &dirHandle{dir: d, id: ds.ID})
+		if ds.Charged != "" {
+			f.quota.adopt(f.quota.dirs, ds.Fh, ds.Charged)
+		}
+	}
+	h := st.Fuse
+	h.Fd = take(0)
+	mo, dirty := f.mountOptions(false)
+	server, err := fuse.NewServerFrom(quotaRaw{&raw{RawFileSystem: fuse.NewDefaultRawFileSystem(), f: f}, f.quota}, opts.Mountpoint, &h, &mo)
+	if err != nil {
+		unix.Close(h.Fd)
+		return fail(fmt.Errorf("take over %s: %w", opts.Mountpoint, err))
+	}
+	closeAll() // any the state did not name
+	f.server = server
+	f.stop = make(chan struct{})
+	f.dirty.Store(cmp.Or(st.Dirty, dirty))
+	f.spliceMax = pipeMax() - 2*4096
+	return f, nil
+}
+
+// adopt counts a handle taken over as ioMode counted it at its open.
+func (n *node) adopt(h *handle) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch h.serve.Mode {
+	case stack.ServeStraight:
+		n.cachedIO++
+	case stack.ServeDirect:
+		n.directIO++
+	case stack.ServePassthrough:
+		n.passRefs++
+	}
+	if h.serve.CachedWrites {
+		n.cachedW = append(n.cachedW, h)
+	}
+}
+
+// Serve starts serving a mount taken over (Adopt).
+func (f *FS) Serve() {
+	if dev := fuseDevice(f.server); dev != nil {
+		f.watch(dev, true)
+	}
+	go f.server.Serve()
+}
+
+// Discard drops a mount taken over (Adopt) that is not to serve: its
+// descriptors close, and the connection stays with the process that
+// handed it over.
+func (f *FS) Discard() {
+	f.handed.Store(true)
+	f.closeQuietly()
+	f.server.Release()
+}
+
+// closeQuietly closes this process's descriptors of the mount's open
+// files, directories and tree without a word to the kernel: for a mount
+// whose connection another process serves.
+func (f *FS) closeQuietly() {
+	for _, h := range f.files.drain() {
+		h.mu.Lock()
+		if h.reading {
+			h.reading = false
+			h.node.releaseReader()
+		}
+		h.mu.Unlock()
+		h.file.Close()
+	}
+	for _, d := range f.dirs.drain() {
+		d.dir.Close()
+	}
+	f.eng.Close()
+	f.tree.Close()
+}
