@@ -452,3 +452,46 @@ func takeoverFio(t *testing.T, pass string) {
 		t.Errorf("the limited reader read at %.3f of its limit across the takeovers, want 0.95 to 1.02", ratio)
 	}
 }
+
+// TestTakeoverRefused: a takeover that cannot be made says why, naming
+// the flag, and leaves the mount with the sluice serving it: of another
+// SOURCE than the mount's, of a mirror set, of a directory no sluice
+// serves, or with too many arguments.
+func TestTakeoverRefused(t *testing.T) {
+	needMount(t)
+	dir, src, mnt := srcMnt(t)
+	os.WriteFile(filepath.Join(src, "f"), []byte("served"), 0o644)
+	_, _, exited, _ := startMount(t, mnt, "mount", src, mnt)
+	a, b, mmnt := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "mmnt")
+	for _, d := range []string{a, b, mmnt} {
+		os.Mkdir(d, 0o755)
+	}
+	_, _, mexited, _ := startMount(t, mmnt, "mount", "--mirror", a, "--mirror", b, mmnt)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mount", "--takeover", dir, mnt}, "--takeover: the mount serves " + src + " on " + mnt + ", not " + dir + " on " + mnt},
+		{[]string{"mount", "--takeover", mmnt}, "--takeover " + mmnt + ": a mirror set cannot be handed over yet"},
+		{[]string{"mount", "--takeover", src}, "--takeover " + src + ": no sluice mount at " + src},
+		{[]string{"mount", "--takeover", src, src, mnt}, "--takeover takes MOUNTPOINT"},
+	} {
+		out, err := sluice(c.args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("sluice %s: %v, want an error saying %q:\n%s", strings.Join(c.args, " "), err, c.want, out)
+		}
+	}
+	select {
+	case <-exited:
+		t.Fatal("the sluice serving the mount exited after refused takeovers")
+	case <-mexited:
+		t.Fatal("the sluice serving the mirror set exited after a refused takeover")
+	default:
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(b) != "served" {
+		t.Errorf("after refused takeovers the mount reads %q, %v", b, err)
+	}
+	if _, err := control.Stat(mmnt); err != nil {
+		t.Errorf("after a refused takeover the mirror set's control socket: %v", err)
+	}
+}
