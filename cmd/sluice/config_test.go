@@ -155,6 +155,7 @@ func TestConfigErrors(t *testing.T) {
 		{head + "max-wait = \"soon\"\n", ":3: max-wait: \"soon\": want auto, 0 (no cap) or a duration"},
 		{head + "bogus = 1\n", ":3: bogus: unknown field"},
 		{head + "limit = \"x rbps=1\"\n", ":3: limit: not allowed in a config file: use [[group]] tables"},
+		{head + "takeover = true\n", ":3: takeover: not allowed in a config file: taking a mount over belongs on the command line"},
 		{head + "cache-mode = [1]\n", ":3: cache-mode: want a string, number or boolean"},
 		{head + "read-policy = \"pid\"\n", ":3: read-policy: pid without --mirror"},
 		{"source = 1\n", ":1: source: want a directory"},

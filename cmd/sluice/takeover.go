@@ -15,6 +15,13 @@ import (
 	"sluice/fsys"
 )
 
+// A config file or an fstab line may not ask for a takeover: every start
+// of its mount would take over, or fail where nothing serves.
+func init() {
+	configFlags["takeover"] = "taking a mount over belongs on the command line of one upgrade"
+	refusedOptions["takeover"] = "--takeover belongs on the command line of one upgrade, not on the mount's line"
+}
+
 // handoverState is what a mount's process hands to the one that takes it
 // over (sluice mount --takeover): its command line, where it serves, and
 // the file system's state.
