@@ -37,10 +37,14 @@ type Handoverer interface {
 	Handover() (*Handing, error)
 }
 
-// HandoverTimeout bounds a handover on both ends: the mount's requests
-// being served must be answered, the state sent, and the other process's
-// verdict received within it, or the mount serves on where it was.
+// HandoverTimeout bounds the first part of a handover: the mount's
+// requests being served must be answered and its state sent within it.
 const HandoverTimeout = 60 * time.Second
+
+// verdictTimeout bounds the second: the taking process must build the
+// mount from the state and say whether it takes it within it. The handing
+// process waits twice as long for the verdict.
+const verdictTimeout = 60 * time.Second
 
 // maxRights is the most descriptors one message carries (the kernel's
 // SCM_MAX_FD).
@@ -85,6 +89,9 @@ func (s *Server) handover(c *net.UnixConn) {
 	}
 	var v verdict
 	if err == nil {
+		// The taker has verdictTimeout from here; this side waits
+		// longer, so that it never gives up on a taker that has not.
+		c.SetDeadline(time.Now().Add(2 * verdictTimeout))
 		err = readFrame(c, &v, nil)
 	}
 	switch {
@@ -114,11 +121,19 @@ func writeFrame(c *net.UnixConn, v any, fds []int) error {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	n, oobn, err := c.WriteMsgUnix(msg, oob, nil)
-	if err == nil && (n != len(msg) || oobn != len(oob)) {
-		err = io.ErrShortWrite
+	// A stream socket takes part of a large frame at a time; the
+	// descriptors go with its first part.
+	for len(msg) > 0 {
+		n, oobn, err := c.WriteMsgUnix(msg, oob, nil)
+		if err != nil {
+			return err
+		}
+		if oobn != len(oob) {
+			return io.ErrShortWrite
+		}
+		msg, oob = msg[n:], nil
 	}
-	return err
+	return nil
 }
 
 // frameReader reads frames and the descriptors sent with them.
@@ -246,12 +261,20 @@ func Takeover(mountpoint string) (*Taking, error) {
 		c.Close()
 		return nil, fmt.Errorf("handover: %d descriptors came, %d were sent", len(r.fds), h.Fds)
 	}
+	c.SetDeadline(time.Now().Add(verdictTimeout))
 	return &Taking{State: h.State, Fds: r.fds, c: c}, nil
 }
+
+// ErrUnconfirmed is a Taken whose verdict went out but whose
+// confirmation did not come back: the handing process may have taken the
+// verdict (and stopped for good) or not (and serve on).
+var ErrUnconfirmed = errors.New("the handing process did not confirm")
 
 // Taken tells the other process the mount is taken, and returns once it
 // has closed its control socket and everything this process must open
 // again (listeners, leases): from then on this process serves the mount.
+// An error that is not ErrUnconfirmed means the verdict did not go out:
+// the other process serves on.
 func (t *Taking) Taken() error {
 	defer t.c.Close()
 	if err := writeFrame(t.c, verdict{Taken: true}, nil); err != nil {
@@ -259,7 +282,7 @@ func (t *Taking) Taken() error {
 	}
 	var v verdict
 	if err := readFrame(t.c, &v, nil); err != nil {
-		return fmt.Errorf("the handing process did not confirm: %w", err)
+		return fmt.Errorf("%w: %v", ErrUnconfirmed, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"slices"
@@ -46,11 +47,20 @@ func (h *handing) Handover() (*Handing, error) {
 		n, _ := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		fds = append(fds, n)
 	}
-	return &Handing{State: []byte("state"), Fds: fds,
+	return &Handing{State: h.state(), Fds: fds,
 		Commit: func() { h.event("commit") },
 		Done:   func() { h.event("done"); close(h.done) },
 		Abort:  func(reason string) { h.event("abort"); h.aborted <- reason },
 	}, nil
+}
+
+// state is the state handed over: a word, or 8 MiB (more than a stream
+// socket takes in one write) when many descriptors go with it.
+func (h *handing) state() []byte {
+	if h.extra > 0 {
+		return bytes.Repeat([]byte("state"), 8<<20/5)
+	}
+	return []byte("state")
 }
 
 func newHanding(t *testing.T, extra int) (*handing, string) {
@@ -75,8 +85,8 @@ func TestHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeFds(tk.Fds)
-	if string(tk.State) != "state" || len(tk.Fds) != 301 {
-		t.Fatalf("took state %q and %d descriptors, want %q and 301", tk.State, len(tk.Fds), "state")
+	if !bytes.Equal(tk.State, h.state()) || len(tk.Fds) != 301 {
+		t.Fatalf("took %d bytes of state and %d descriptors, want %d and 301", len(tk.State), len(tk.Fds), len(h.state()))
 	}
 	h.mu.Lock()
 	if len(h.events) != 0 {

@@ -158,6 +158,14 @@ func (e *Engine) Group(path string) *throttle.Group {
 	return e.st.Group(path)
 }
 
+// Carry takes a group's figures over from the process a mount was taken
+// over from (stack.Stack.Carry).
+func (e *Engine) Carry(m stack.GroupMetrics) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.st.Carry(m)
+}
+
 // PathLimits returns the tightest limits on g's path, per key, 0 where
 // no level limits it (throttle.Group.PathLimits).
 func (e *Engine) PathLimits(g *throttle.Group) throttle.Limits {

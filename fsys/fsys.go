@@ -466,16 +466,16 @@ func raiseNoFile() {
 
 // Wait blocks until the file system is unmounted.
 func (f *FS) Wait() {
-	if f.handed.Load() {
-		f.server.Wait()
-		f.stopOnce.Do(func() { close(f.stop) })
-		f.closeQuietly()
-		return
-	}
 	served := make(chan struct{})
 	go func() { f.server.Wait(); close(served) }()
 	held := !f.untilServed(served)
 	f.stopOnce.Do(func() { close(f.stop) })
+	if f.handed.Load() {
+		// Handed over (Release): the connection, its passthrough
+		// registrations and the mount are the other process's.
+		f.closeQuietly()
+		return
+	}
 	// Files the kernel never released (their RELEASE was still queued when
 	// the connection ended) are closed here, so nothing keeps SOURCE's file
 	// system busy once the mount is gone. With requests held in SOURCE,

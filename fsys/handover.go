@@ -43,6 +43,16 @@ type HandoverState struct {
 	LimitsOrder []string                   `json:"limits_order"`
 	Tags        group.TagState             `json:"tags"`
 	Dirty       int64                      `json:"dirty"`
+	// Figures are each group's counters, which go on in the new process.
+	Figures []GroupFigures `json:"figures,omitempty"`
+}
+
+// GroupFigures are a group's counters and wait histograms.
+type GroupFigures struct {
+	Group     string              `json:"group"`
+	Counters  stack.Counters      `json:"counters"`
+	ReadWait  stack.WaitHistogram `json:"read_wait"`
+	WriteWait stack.WaitHistogram `json:"write_wait"`
 }
 
 // NodeState is what the front end keeps of an object beyond its open files.
@@ -111,16 +121,18 @@ func (f *FS) Handover(wait time.Duration) (*HandoverState, []int, error) {
 	}
 	st, fds, err := f.handoverState(local, h)
 	if err != nil {
-		unix.Close(h.Fd)
 		f.server.Resume()
 		return nil, nil, err
 	}
 	return st, fds, nil
 }
 
+// handoverState exports the mount's state; on error it has closed h.Fd
+// and every descriptor it made.
 func (f *FS) handoverState(local *backing.Local, h *fuse.Handoff) (*HandoverState, []int, error) {
 	tree, treeFds, err := local.Export()
 	if err != nil {
+		unix.Close(h.Fd)
 		return nil, nil, err
 	}
 	st := &HandoverState{Fuse: *h, Tree: tree, TreeFds: len(treeFds), Dirty: f.dirty.Load(), Tags: f.tags.Export()}
@@ -191,6 +203,7 @@ func (f *FS) handoverState(local *backing.Local, h *fuse.Handoff) (*HandoverStat
 	for _, g := range m.Groups {
 		st.Limits[g.Group] = g.Limit
 		st.LimitsOrder = append(st.LimitsOrder, g.Group)
+		st.Figures = append(st.Figures, GroupFigures{Group: g.Group, Counters: g.Counters, ReadWait: g.ReadWait, WriteWait: g.WriteWait})
 	}
 	return st, fds, nil
 }
@@ -210,9 +223,14 @@ func (f *FS) Release() {
 // Adopt takes over a mount another process handed over (FS.Handover):
 // state and fds are what it handed, the descriptors this process's own.
 // opts are the mount's options, as for Mount; Source and Mountpoint must
-// be the mount's. The mount serves nothing until Serve; Discard drops it
-// (closing the descriptors, the connection left to the other process).
-func Adopt(opts Options, st *HandoverState, fds []int) (*FS, error) {
+// be the mount's. The limits in force are those handed over, every
+// group's, with opts.Limits applied over them when newLimits says they
+// are new (a command line given for the takeover) rather than those the
+// mount started with. What the kernel agreed to at the mount's INIT
+// stays: WriteCache and Passthrough follow it, whatever opts say. The
+// mount serves nothing until Serve; Discard drops it (closing the
+// descriptors, the connection left to the other process).
+func Adopt(opts Options, st *HandoverState, fds []int, newLimits bool) (*FS, error) {
 	closeAll := func() {
 		for _, fd := range fds {
 			if fd >= 0 {
@@ -233,6 +251,8 @@ func Adopt(opts Options, st *HandoverState, fds []int) (*FS, error) {
 		return nil, fmt.Errorf("transport %s: a mount is taken over on /dev/fuse", TransportURing)
 	}
 	opts.Transport = TransportDev
+	opts.WriteCache = st.Fuse.Flags&fuse.CAP_WRITEBACK_CACHE != 0
+	opts.Passthrough = st.Fuse.Flags&fuse.CAP_PASSTHROUGH != 0
 	take := func(i int) int {
 		if i < 0 || i >= len(fds) {
 			return -1
@@ -283,15 +303,23 @@ func Adopt(opts Options, st *HandoverState, fds []int) (*FS, error) {
 	f.group(group.Default)
 	f.SetRules(opts.Rules)
 	f.tags.Import(st.Tags)
-	order, all := group.Combine(nil, opts.Limits)
-	for _, p := range st.LimitsOrder {
-		if _, ok := all[p]; !ok {
-			order = append(order, p)
+	order, all := slices.Clone(st.LimitsOrder), maps.Clone(st.Limits)
+	if all == nil {
+		all = map[string]throttle.Limits{}
+	}
+	if newLimits {
+		for _, l := range opts.Limits {
+			if _, ok := all[l.Group]; !ok {
+				order = append(order, l.Group)
+			}
+			all[l.Group] = l.Apply(all[l.Group])
 		}
-		all[p] = st.Limits[p]
 	}
 	if _, err := eng.SetAllLimits(order, all); err != nil {
 		return fail(fmt.Errorf("the limits handed over: %v", err))
+	}
+	for _, g := range st.Figures {
+		eng.Carry(stack.GroupMetrics{Group: g.Group, Counters: g.Counters, ReadWait: g.ReadWait, WriteWait: g.WriteWait})
 	}
 	for _, ns := range st.Nodes {
 		n := f.nodeOf(ns.ID)

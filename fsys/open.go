@@ -306,7 +306,9 @@ func (n *node) leave(sv stack.Serve, writes bool) {
 			n.fsys.eng.Forget(uint64(n.id))
 			n.stamp = stamp{}
 		}
-		if n.passRefs--; n.passRefs == 0 && n.backingID != 0 {
+		// Never once handed over: the registration is the taking
+		// process's.
+		if n.passRefs--; n.passRefs == 0 && n.backingID != 0 && !n.fsys.handed.Load() {
 			n.fsys.server.UnregisterBackingFd(n.backingID)
 			n.backingID = 0
 		}

@@ -137,6 +137,15 @@ func (s *Stack) groupStats(g *throttle.Group) *groupStats {
 	return c
 }
 
+// Carry sets the counters and wait histograms of the group at path (made
+// if need be) to those of m, a group's figures in the process a mount was
+// taken over from (sluice mount --takeover): its figures go on from where
+// they were rather than from 0. For a stack that has counted nothing yet.
+func (s *Stack) Carry(m GroupMetrics) {
+	c := s.groupStats(s.Group(m.Group))
+	c.Counters, c.rwait, c.wwait = m.Counters, m.ReadWait, m.WriteWait
+}
+
 // each applies fn to the counters of g and every ancestor.
 func (s *Stack) each(g *throttle.Group, fn func(*Counters)) {
 	for ; g != nil; g = g.Parent() {

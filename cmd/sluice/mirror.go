@@ -160,6 +160,11 @@ func waitJoined(mnt, dir string, stdout io.Writer) error {
 
 // MirrorAdd adds directory dir to the mount's mirror set (control.Target).
 func (t *target) MirrorAdd(dir string) (string, error) {
+	end, err := t.begin()
+	if err != nil {
+		return "", err
+	}
+	defer end()
 	ms := t.m.Mirrors()
 	if ms == nil {
 		return "", errors.New("this mount serves SOURCE, not a mirror set: a mirror set is mounted with --mirror DIR twice or more")

@@ -244,6 +244,9 @@ func mountCommand(args []string, stdout, stderr io.Writer) *cobra.Command {
 func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stderr io.Writer) error {
 	var tk *taking
 	if o.takeover {
+		if err := onlyTakeover(fs, pos); err != nil {
+			return err
+		}
 		var err error
 		if tk, err = startTakeover(pos, &fs, &o, &pos, &args); err != nil {
 			return err
@@ -313,25 +316,34 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 		}
 		cl, err := cluster.Join(context.Background(), m.Engine(), cluster.Options{URL: o.cluster, Name: o.clusterName, Host: host, CA: o.clusterCA,
 			Log: func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) }})
-		if err != nil {
+		switch {
+		case err != nil && tk != nil:
+			// A mount taken over is not unmounted under its applications.
+			log.Warn("not in the cluster: each of its caps holds on this host alone", "err", fmt.Sprintf("--cluster %v", err))
+		case err != nil:
 			m.Unmount()
 			m.Wait()
 			return usagef("--cluster %v", err)
+		default:
+			t.mu.Lock()
+			t.cluster = cl
+			t.mu.Unlock()
+			log.Info("cluster", "name", o.clusterName, "host", host, "redis", cluster.Redacted(o.cluster))
 		}
-		t.mu.Lock()
-		t.cluster = cl
-		t.mu.Unlock()
-		log.Info("cluster", "name", o.clusterName, "host", host, "redis", cluster.Redacted(o.cluster))
 	}
 	srv, err := control.Listen(opts.Mountpoint, t)
-	if err != nil {
+	switch {
+	case err != nil && tk != nil:
+		log.Warn("no control socket: sluice stat, set and reload cannot reach this mount", "err", err)
+	case err != nil:
 		m.Unmount()
 		m.Wait()
 		return err
+	default:
+		t.mu.Lock()
+		t.control = srv
+		t.mu.Unlock()
 	}
-	t.mu.Lock()
-	t.control = srv
-	t.mu.Unlock()
 	switch {
 	case tk != nil:
 		log.Info("serving, taken over", "source", opts.Source, "mountpoint", opts.Mountpoint, "from_pid", tk.pid, "open_files", tk.files, "open_dirs", tk.dirs)
@@ -344,7 +356,13 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 
 	go func() {
 		for range hup {
+			end, err := t.begin()
+			if err != nil {
+				log.Warn("SIGHUP: reload refused", "err", err)
+				continue
+			}
 			t.reload("SIGHUP")
+			end()
 		}
 	}()
 	go func() {
@@ -412,8 +430,25 @@ type target struct {
 	// handed over, before the taking process opens its own.
 	metrics net.Listener
 	control *control.Server
-	// handed says the mount was handed over to another process.
-	handed atomic.Bool
+	// handing says the mount is being handed over to another process
+	// (from its state's export until the other process's verdict), and
+	// handed that it has been.
+	handing, handed atomic.Bool
+	// changes is held shared by each change (begin), and by a handover
+	// while it sets handing.
+	changes sync.RWMutex
+}
+
+// begin starts a change of the mount's groups, limits, tags or mirrors,
+// to end by calling the function it returns; it refuses while the mount
+// is being handed over, as the state sent would not hold the change.
+func (t *target) begin() (end func(), err error) {
+	t.changes.RLock()
+	if t.handing.Load() || t.handed.Load() {
+		t.changes.RUnlock()
+		return nil, errors.New("the mount is being handed over to another sluice: try again in a moment, there")
+	}
+	return t.changes.RUnlock, nil
 }
 
 // closeListeners closes the mount's cluster membership, metrics listener
@@ -458,7 +493,14 @@ func (t *target) Status() control.Status {
 	return st
 }
 
-func (t *target) Tag(pid int32, name string) error { return t.m.Tag(pid, name) }
+func (t *target) Tag(pid int32, name string) error {
+	end, err := t.begin()
+	if err != nil {
+		return err
+	}
+	defer end()
+	return t.m.Tag(pid, name)
+}
 
 func (t *target) Resync(rate int64) error {
 	ms := t.m.Mirrors()
@@ -469,6 +511,11 @@ func (t *target) Resync(rate int64) error {
 }
 
 func (t *target) Set(spec string) (string, error) {
+	end, err := t.begin()
+	if err != nil {
+		return "", err
+	}
+	defer end()
 	if name, ok := strings.CutPrefix(spec, "read-policy="); ok {
 		ms := t.m.Mirrors()
 		if ms == nil {

@@ -28,7 +28,14 @@ func flagValues(o *mountOpts) map[string]string {
 }
 
 // Reload is reload as asked by sluice reload.
-func (t *target) Reload() (note string, err error) { return t.reload("sluice reload") }
+func (t *target) Reload() (note string, err error) {
+	end, err := t.begin()
+	if err != nil {
+		return "", err
+	}
+	defer end()
+	return t.reload("sluice reload")
+}
 
 // reload reads the mount's command line and config file again and applies
 // what can change on a running mount: the groups' rules and limits (a

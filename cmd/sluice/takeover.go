@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -30,6 +32,7 @@ type handoverState struct {
 	Source     string              `json:"source"`
 	Mountpoint string              `json:"mountpoint"`
 	Pid        int                 `json:"pid"`
+	Cwd        string              `json:"cwd"` // where Args's relative paths start
 	FS         *fsys.HandoverState `json:"fs"`
 }
 
@@ -40,6 +43,8 @@ type taking struct {
 	pid   int
 	files int
 	dirs  int
+	// own says the command line is this command's, not the mount's.
+	own bool
 }
 
 // startTakeover asks the sluice serving the mount at the last of pos to
@@ -62,6 +67,14 @@ func startTakeover(pos []string, fs **pflag.FlagSet, o **mountOpts, outPos *[]st
 	}
 	tk.pid, tk.files, tk.dirs = tk.st.Pid, len(tk.st.FS.Files), len(tk.st.FS.Dirs)
 	if len(pos) == 1 {
+		// The mount's own command line, its relative paths (a --config)
+		// from where it started.
+		if tk.st.Cwd != "" {
+			if err := os.Chdir(tk.st.Cwd); err != nil {
+				tk.abort(err)
+				return nil, fmt.Errorf("--takeover %s: the mount's working directory: %v", mp, err)
+			}
+		}
 		nfs, no := mountFlags()
 		npos, err := parse(nfs, tk.st.Args)
 		if err != nil {
@@ -71,8 +84,27 @@ func startTakeover(pos []string, fs **pflag.FlagSet, o **mountOpts, outPos *[]st
 		*fs, *o, *outPos, *args = nfs, no, npos, tk.st.Args
 		return tk, nil
 	}
-	*args = slices.DeleteFunc(slices.Clone(*args), func(a string) bool { return a == "--takeover" || a == "--takeover=true" })
+	tk.own = true
+	*args = slices.DeleteFunc(slices.Clone(*args), func(a string) bool { return a == "--takeover" || strings.HasPrefix(a, "--takeover=") })
 	return tk, nil
+}
+
+// onlyTakeover refuses flags beside --takeover MOUNTPOINT alone, which
+// runs with the mount's own command line: given flags would be dropped.
+func onlyTakeover(fs *pflag.FlagSet, pos []string) error {
+	if len(pos) != 1 {
+		return nil
+	}
+	var others []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed && f.Name != "takeover" {
+			others = append(others, "--"+f.Name)
+		}
+	})
+	if len(others) > 0 {
+		return usagef("--takeover %s runs with the mount's own command line, so %s would be dropped: give SOURCE MOUNTPOINT too to run with other flags", pos[0], strings.Join(others, ", "))
+	}
+	return nil
 }
 
 // abort tells the old sluice the mount is not taken, and why: it serves
@@ -100,27 +132,54 @@ func (tk *taking) take(opts fsys.Options) (*fsys.FS, error) {
 		tk.abort(err)
 		return nil, usageError{err}
 	}
-	m, err := fsys.Adopt(opts, tk.st.FS, tk.c.Fds)
+	m, err := fsys.Adopt(opts, tk.st.FS, tk.c.Fds, tk.own)
 	if err != nil {
 		tk.c.Abort(err.Error())
 		return nil, fmt.Errorf("--takeover %s: %v (the old sluice serves on)", opts.Mountpoint, err)
 	}
-	if err := tk.c.Taken(); err != nil {
+	if err := tk.c.Taken(); err != nil && !(errors.Is(err, control.ErrUnconfirmed) && tk.oldStopped(opts.Mountpoint)) {
 		m.Discard()
-		return nil, fmt.Errorf("--takeover %s: %v", opts.Mountpoint, err)
+		return nil, fmt.Errorf("--takeover %s: %v (the old sluice serves on)", opts.Mountpoint, err)
 	}
 	m.Serve()
 	return m, nil
 }
 
+// oldStopped decides a takeover whose verdict went out unconfirmed: the
+// old sluice took it if it exits, and did not if it serves again (its
+// control socket answers). Within a minute; else it is taken as serving,
+// and this process serves nothing.
+func (tk *taking) oldStopped(mountpoint string) bool {
+	for range 600 {
+		if err := unix.Kill(tk.pid, 0); errors.Is(err, unix.ESRCH) {
+			return true
+		}
+		if _, err := control.Stat(mountpoint); err == nil {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
 // Handover hands the mount over to a sluice taking it (control.Handoverer).
 func (t *target) Handover() (*control.Handing, error) {
-	st, fds, err := t.m.Handover(fsys.HandoverWait)
-	if err != nil {
+	// No change of groups, limits or tags from here on: the state sent
+	// would not hold it.
+	t.changes.Lock()
+	t.handing.Store(true)
+	t.changes.Unlock()
+	fail := func(err error) (*control.Handing, error) {
+		t.handing.Store(false)
 		return nil, err
 	}
+	st, fds, err := t.m.Handover(fsys.HandoverWait)
+	if err != nil {
+		return fail(err)
+	}
+	cwd, _ := os.Getwd()
 	t.mu.Lock()
-	b, err := json.Marshal(handoverState{Args: t.args, Source: t.opts.Source, Mountpoint: t.opts.Mountpoint, Pid: os.Getpid(), FS: st})
+	b, err := json.Marshal(handoverState{Args: t.args, Source: t.opts.Source, Mountpoint: t.opts.Mountpoint, Pid: os.Getpid(), Cwd: cwd, FS: st})
 	log := t.opts.Logger
 	t.mu.Unlock()
 	if err != nil {
@@ -128,7 +187,7 @@ func (t *target) Handover() (*control.Handing, error) {
 			unix.Close(fd)
 		}
 		t.m.Resume()
-		return nil, err
+		return fail(err)
 	}
 	if log != nil {
 		log.Info("handing over", "mountpoint", t.opts.Mountpoint, "open_files", len(st.Files), "open_dirs", len(st.Dirs))
@@ -149,6 +208,7 @@ func (t *target) Handover() (*control.Handing, error) {
 				log.Warn("handover not taken; serving on", "reason", reason)
 			}
 			t.m.Resume()
+			t.handing.Store(false)
 		},
 	}, nil
 }

@@ -219,6 +219,10 @@ func TestTakeover(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // the tenant at work before the takeover
 
+	before, err := control.Stat(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, nextErr, nextExited, nextWait := startTakeover2(t, mnt)
 	select {
 	case <-oldExited:
@@ -244,6 +248,10 @@ func TestTakeover(t *testing.T) {
 	}
 	if g := find(st, "tenants/a"); g == nil || !strings.Contains(g.Limits, "rbps=8MiB") {
 		t.Errorf("the command line's limit did not carry over: %+v", g)
+	}
+	// The counters go on from where they were.
+	if b, a := find(before, "tenants/a"), find(st, "tenants/a"); b == nil || a == nil || b.AppReads == 0 || a.AppReads < b.AppReads || a.AppRBytes < b.AppRBytes {
+		t.Errorf("the tenant's counters went from %+v before the takeover to %+v after", b, a)
 	}
 	time.Sleep(300 * time.Millisecond)
 
@@ -293,11 +301,11 @@ func TestTakeover(t *testing.T) {
 	}
 }
 
-// startTakeover2 runs sluice mount --takeover MNT and returns once it
-// serves the mount.
-func startTakeover2(t *testing.T, mnt string) (cmd *exec.Cmd, stderr *safeBuffer, exited chan struct{}, waitErr *error) {
+// startTakeover2 runs sluice mount --takeover [ARGS...] MNT and returns
+// once it serves the mount.
+func startTakeover2(t *testing.T, mnt string, args ...string) (cmd *exec.Cmd, stderr *safeBuffer, exited chan struct{}, waitErr *error) {
 	t.Helper()
-	cmd = sluice("mount", "--takeover", mnt)
+	cmd = sluice(append(append([]string{"mount", "--takeover"}, args...), mnt)...)
 	stderr = &safeBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -475,6 +483,7 @@ func TestTakeoverRefused(t *testing.T) {
 		{[]string{"mount", "--takeover", mmnt}, "--takeover " + mmnt + ": a mirror set cannot be handed over yet"},
 		{[]string{"mount", "--takeover", src}, "--takeover " + src + ": no sluice mount at " + src},
 		{[]string{"mount", "--takeover", src, src, mnt}, "--takeover takes MOUNTPOINT"},
+		{[]string{"mount", "--takeover", "--log-level", "debug", mnt}, "--takeover " + mnt + " runs with the mount's own command line, so --log-level would be dropped"},
 	} {
 		out, err := sluice(c.args...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), c.want) {
@@ -493,5 +502,41 @@ func TestTakeoverRefused(t *testing.T) {
 	}
 	if _, err := control.Stat(mmnt); err != nil {
 		t.Errorf("after a refused takeover the mirror set's control socket: %v", err)
+	}
+}
+
+// TestTakeoverNewFlags: a takeover given SOURCE MOUNTPOINT and flags runs
+// with them, its limits applied over those in force (a limit set at run
+// time on another key stays), and a later takeover of MOUNTPOINT alone
+// runs with that command line.
+func TestTakeoverNewFlags(t *testing.T) {
+	needMount(t)
+	_, src, mnt := srcMnt(t)
+	_, _, exited, _ := startMount(t, mnt, "mount", "--limit", "default rbps=10MiB", src, mnt)
+	if out, err := sluice("set", mnt, "default wiops=500").CombinedOutput(); err != nil {
+		t.Fatalf("set: %v\n%s", err, out)
+	}
+	_, _, next, _ := startTakeover2(t, mnt, "--limit", "default rbps=5MiB", "--limit", "b riops=50", src)
+	<-exited
+	limits := func(g string) string {
+		st, err := control.Stat(mnt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := find(st, g); m != nil {
+			return m.Limits
+		}
+		return ""
+	}
+	if l := limits("default"); l != "rbps=5MiB wbps=max riops=max wiops=500" {
+		t.Errorf("after a takeover with --limit, default has %q", l)
+	}
+	if l := limits("b"); l != "rbps=max wbps=max riops=50 wiops=max" {
+		t.Errorf("after a takeover with --limit, b has %q", l)
+	}
+	startTakeover2(t, mnt)
+	<-next
+	if l := limits("b"); l != "rbps=max wbps=max riops=50 wiops=max" {
+		t.Errorf("after a takeover of MOUNTPOINT alone, b has %q", l)
 	}
 }
