@@ -34,7 +34,8 @@ type Handing struct {
 type Handoverer interface {
 	// Handover stops the mount serving and returns its state, or an
 	// error saying why it cannot be handed over (it then serves on).
-	Handover() (*Handing, error)
+	// taker is the pid of the process asking.
+	Handover(taker int) (*Handing, error)
 }
 
 // HandoverTimeout bounds the first part of a handover: the mount's
@@ -72,7 +73,7 @@ func (s *Server) handover(c *net.UnixConn) {
 		writeFrame(c, handoverHeader{Error: "this mount cannot be handed over"}, nil)
 		return
 	}
-	h, err := t.Handover()
+	h, err := t.Handover(peerPid(c))
 	if err != nil {
 		writeFrame(c, handoverHeader{Error: err.Error()}, nil)
 		return
@@ -106,6 +107,21 @@ func (s *Server) handover(c *net.UnixConn) {
 	h.Commit()
 	writeFrame(c, verdict{Taken: true}, nil)
 	h.Done()
+}
+
+// peerPid is the pid of the process at c's other end, 0 if unknown.
+func peerPid(c *net.UnixConn) int {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	pid := 0
+	raw.Control(func(fd uintptr) {
+		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			pid = int(cred.Pid)
+		}
+	})
+	return pid
 }
 
 // writeFrame sends v as JSON in one frame (a 4-byte length, then the

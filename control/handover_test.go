@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"sync"
@@ -30,9 +31,12 @@ func (h *handing) event(e string) {
 	h.mu.Unlock()
 }
 
-func (h *handing) Handover() (*Handing, error) {
+func (h *handing) Handover(taker int) (*Handing, error) {
 	if h.refuse != nil {
 		return nil, h.refuse
+	}
+	if taker != os.Getpid() {
+		return nil, fmt.Errorf("the taker is pid %d, want this process, %d", taker, os.Getpid())
 	}
 	r, w, err := os.Pipe()
 	if err != nil {

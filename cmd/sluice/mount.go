@@ -46,7 +46,8 @@ Stop it with Ctrl-C or SIGTERM: it unmounts cleanly.
   sluice mount --limit 'default rbps=10MiB' /srv/data /mnt/data
   sluice mount --config /etc/sluice/data.toml
 Upgrade it without unmounting: a new sluice takes the mount over, with its
-open files, groups and limits; applications only wait while it does.
+open files, groups and limits; applications only wait while it does. Or
+send the running one SIGUSR2: it starts the binary on disk to take over.
   sluice mount --takeover /mnt/data
 
 Limits use the cgroup v2 io.max vocabulary, one --limit per group:
@@ -275,6 +276,9 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -363,6 +367,14 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 			}
 			t.reload("SIGHUP")
 			end()
+		}
+	}()
+	go func() {
+		for range usr2 {
+			if t.handing.Load() || t.handed.Load() {
+				continue
+			}
+			t.upgrade(log)
 		}
 	}()
 	go func() {

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -163,7 +166,7 @@ func (tk *taking) oldStopped(mountpoint string) bool {
 }
 
 // Handover hands the mount over to a sluice taking it (control.Handoverer).
-func (t *target) Handover() (*control.Handing, error) {
+func (t *target) Handover(taker int) (*control.Handing, error) {
 	// No change of groups, limits or tags from here on: the state sent
 	// would not hold it.
 	t.changes.Lock()
@@ -196,6 +199,11 @@ func (t *target) Handover() (*control.Handing, error) {
 		Commit: func() {
 			t.handed.Store(true)
 			t.closeListeners()
+			// A service's main process is the taker from now on
+			// (NotifyAccess=main: only this process may say so).
+			if taker > 0 && log != nil {
+				notify(log, fmt.Sprintf("MAINPID=%d", taker))
+			}
 		},
 		Done: func() {
 			if log != nil {
@@ -214,3 +222,34 @@ func (t *target) Handover() (*control.Handing, error) {
 }
 
 var _ control.Handoverer = (*target)(nil)
+
+// upgrade starts the sluice binary on disk (a new version installed over
+// this one's) to take the mount over, on SIGUSR2: in the service's
+// cgroup, and told by this process to the service manager as its main
+// process once it has taken the mount. What it logs goes where this
+// process logs.
+func (t *target) upgrade(log *slog.Logger) {
+	exe, err := os.Executable()
+	if err != nil {
+		log.Warn("upgrade: the binary to run", "err", err)
+		return
+	}
+	t.mu.Lock()
+	mnt := t.opts.Mountpoint
+	t.mu.Unlock()
+	cmd := exec.Command(exe, "mount", "--takeover", mnt)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	// Not in this process's group: a Ctrl-C meant for a foreground mount
+	// that has handed over does not reach the one serving.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		log.Warn("upgrade: starting the new sluice", "binary", exe, "err", err)
+		return
+	}
+	log.Info("upgrade: a new sluice takes the mount over", "binary", exe, "pid", cmd.Process.Pid)
+	go func() {
+		if err := cmd.Wait(); err != nil && !t.handed.Load() {
+			log.Warn("upgrade: the new sluice did not take the mount over; serving on", "pid", cmd.Process.Pid, "err", err)
+		}
+	}()
+}

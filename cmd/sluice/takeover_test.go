@@ -540,3 +540,98 @@ func TestTakeoverNewFlags(t *testing.T) {
 		t.Errorf("after a takeover of MOUNTPOINT alone, b has %q", l)
 	}
 }
+
+// TestServiceUpgrade runs the unit's command line as systemd runs a
+// Type=notify service and sends its main process SIGUSR2, as `systemctl
+// kill -s USR2 --kill-who=main` does: the binary on disk takes the mount
+// over, the old main process tells the service manager the new one's pid
+// (MAINPID=), which says READY=1 itself, and the old one exits 0, the
+// mount served all along; SIGTERM to the new main process unmounts.
+func TestServiceUpgrade(t *testing.T) {
+	needMount(t)
+	dir, src, mnt := srcMnt(t)
+	os.WriteFile(filepath.Join(src, "hello"), []byte("hello"), 0o644)
+	inst := "up"
+	os.WriteFile(filepath.Join(dir, inst+".toml"), []byte(fmt.Sprintf("source = %q\nmountpoint = %q\n", src, mnt)), 0o644)
+	_, start := unitCommands(t, inst, "/usr/local/bin/sluice", os.Args[0], "/etc/sluice/", dir+"/")
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	sock := filepath.Join(dir, "notify")
+	msgs := notifyListener(t, sock)
+	old := exec.Command(start[0][0], start[0][1:]...)
+	old.Env = append(os.Environ(), "SLUICE_AS_MAIN=1", "NOTIFY_SOCKET="+sock)
+	// The log to a file: the new process writes where the old one does,
+	// and a pipe would keep the old one's Wait until the new one exits.
+	logf, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	logs := logFile{logf.Name()}
+	old.Stderr = logf
+	if err := old.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { old.Wait(); close(exited) }()
+	t.Cleanup(func() { old.Process.Kill(); <-exited })
+	next := func(want string) string {
+		t.Helper()
+		for timeout := time.After(20 * time.Second); ; {
+			select {
+			case m := <-msgs:
+				for _, l := range strings.Split(m, "\n") {
+					if strings.HasPrefix(l, want) {
+						return strings.TrimPrefix(l, want)
+					}
+				}
+			case <-timeout:
+				t.Fatalf("no %s within 20 s; the log:\n%s", want, logs)
+			}
+		}
+	}
+	next("READY=1")
+	old.Process.Signal(syscall.SIGUSR2)
+	pid, err := strconv.Atoi(strings.TrimSpace(next("MAINPID=")))
+	if err != nil || pid == old.Process.Pid {
+		t.Fatalf("MAINPID=%d (%v): want the new process's pid", pid, err)
+	}
+	next("READY=1")
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the old main process did not exit; the log:\n%s", logs)
+	}
+	if !old.ProcessState.Success() {
+		t.Errorf("the old main process exited with %v", old.ProcessState)
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	if b, err := os.ReadFile(filepath.Join(mnt, "hello")); err != nil || string(b) != "hello" {
+		t.Fatalf("after the upgrade the mount reads %q, %v; the log:\n%s", b, err, logs)
+	}
+	if _, err := control.Stat(mnt); err != nil {
+		t.Fatalf("after the upgrade the control socket: %v", err)
+	}
+	p.Signal(syscall.SIGTERM)
+	for deadline := time.Now().Add(10 * time.Second); isMounted(mnt); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still mounted 10 s after SIGTERM to the new main process; the log:\n%s", logs)
+		}
+	}
+	for _, want := range []string{"upgrade: a new sluice takes the mount over", "serving, taken over", "handed over"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs)
+		}
+	}
+}
+
+// logFile is a log written to a file, read whole when printed.
+type logFile struct{ path string }
+
+func (l logFile) String() string {
+	b, _ := os.ReadFile(l.path)
+	return string(b)
+}
