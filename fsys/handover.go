@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,12 +30,15 @@ type HandoverState struct {
 	// the index 0.
 	Fuse fuse.Handoff `json:"fuse"`
 	// Tree is the backing tree's objects, the kernel's node ids among
-	// them; its descriptors are TreeFds, from index 1.
-	Tree    backing.LocalState `json:"tree"`
-	TreeFds int                `json:"tree_fds"`
-	Nodes   []NodeState        `json:"nodes,omitempty"`
-	Files   []FileState        `json:"files,omitempty"`
-	Dirs    []DirState         `json:"dirs,omitempty"`
+	// them; its descriptors are TreeFds, from index 1. A mirror set's
+	// state is Mirror instead (Tree is then empty), its descriptors the
+	// TreeFds from index 1, indexed from there as MirrorState says.
+	Tree    backing.LocalState   `json:"tree"`
+	Mirror  *backing.MirrorState `json:"mirror,omitempty"`
+	TreeFds int                  `json:"tree_fds"`
+	Nodes   []NodeState          `json:"nodes,omitempty"`
+	Files   []FileState          `json:"files,omitempty"`
+	Dirs    []DirState           `json:"dirs,omitempty"`
 	// NextFile and NextDir are the last file and directory handles given.
 	NextFile uint64 `json:"next_file"`
 	NextDir  uint64 `json:"next_dir"`
@@ -64,11 +69,15 @@ type NodeState struct {
 	BackingID int32            `json:"backing_id,omitempty"` // passthrough registration
 }
 
-// FileState is an open file.
+// FileState is an open file. A mirror set's file has a descriptor per
+// mirror (Fds, -1 where not open; Fd is then -1) and the flags it was
+// opened with.
 type FileState struct {
 	Fh      uint64       `json:"fh"`
 	ID      backing.ID   `json:"id"`
 	Fd      int          `json:"fd"`
+	Fds     []int        `json:"fds,omitempty"`
+	Flags   uint32       `json:"flags,omitempty"`
 	Opener  string       `json:"opener"` // the group that opened it
 	Charged string       `json:"charged"`
 	Cred    backing.Cred `json:"cred"`
@@ -79,11 +88,13 @@ type FileState struct {
 	Reading bool         `json:"reading,omitempty"`
 }
 
-// DirState is an open directory and where its listing goes on from.
+// DirState is an open directory and where its listing goes on from; of
+// a mirror set, Mirror is the mirror it reads.
 type DirState struct {
 	Fh      uint64     `json:"fh"`
 	ID      backing.ID `json:"id"`
 	Fd      int        `json:"fd"`
+	Mirror  int        `json:"mirror,omitempty"`
 	Offset  uint64     `json:"offset"`
 	Charged string     `json:"charged"`
 }
@@ -103,15 +114,16 @@ var ErrHandedOver = errors.New("the mount has been handed over to another proces
 // takes the mount over. The mount must then be either Released (taken)
 // or Resumed (not taken); until then it serves nothing.
 //
-// A mount of SOURCE over /dev/fuse can be handed over; a mirror set, a
-// tree given as Options.Tree and the io_uring transport cannot yet.
+// A mount of SOURCE or of a mirror set over /dev/fuse can be handed
+// over; a tree given as Options.Tree and the io_uring transport cannot
+// yet. A mirror set is not handed over while a resync runs or a mirror
+// joins it.
 func (f *FS) Handover(wait time.Duration) (*HandoverState, []int, error) {
 	local, ok := f.tree.(*backing.Local)
 	switch {
 	case f.mirrors != nil:
-		return nil, nil, errors.New("a mirror set cannot be handed over yet: unmount and mount it again")
 	case !ok:
-		return nil, nil, errors.New("only a mount of a SOURCE directory can be handed over")
+		return nil, nil, errors.New("only a mount of a SOURCE directory or a mirror set can be handed over")
 	case f.server.IOUring():
 		return nil, nil, fmt.Errorf("a mount served over io_uring cannot be handed over yet: mount it with --transport %s", TransportDev)
 	}
@@ -127,20 +139,40 @@ func (f *FS) Handover(wait time.Duration) (*HandoverState, []int, error) {
 	return st, fds, nil
 }
 
+// exportTree exports the backing tree's state into st: local's, or the
+// mirror set's.
+func (f *FS) exportTree(local *backing.Local, st *HandoverState) ([]int, error) {
+	if f.mirrors != nil {
+		ms, fds, err := f.mirrors.Export()
+		if err != nil {
+			return nil, err
+		}
+		st.Mirror = &ms
+		return fds, nil
+	}
+	tree, fds, err := local.Export()
+	st.Tree = tree
+	return fds, err
+}
+
 // handoverState exports the mount's state; on error it has closed h.Fd
 // and every descriptor it made.
 func (f *FS) handoverState(local *backing.Local, h *fuse.Handoff) (*HandoverState, []int, error) {
-	tree, treeFds, err := local.Export()
+	st := &HandoverState{Fuse: *h, Dirty: f.dirty.Load(), Tags: f.tags.Export()}
+	treeFds, err := f.exportTree(local, st)
 	if err != nil {
 		unix.Close(h.Fd)
 		return nil, nil, err
 	}
-	st := &HandoverState{Fuse: *h, Tree: tree, TreeFds: len(treeFds), Dirty: f.dirty.Load(), Tags: f.tags.Export()}
+	st.TreeFds = len(treeFds)
 	st.Fuse.Fd = 0
 	fds := append([]int{h.Fd}, treeFds...)
 	closeAll := func() {
 		for _, fd := range fds {
 			unix.Close(fd)
+		}
+		if f.mirrors != nil {
+			f.mirrors.Resume()
 		}
 	}
 	dup := func(fd int) (int, error) {
@@ -165,6 +197,26 @@ func (f *FS) handoverState(local *backing.Local, h *fuse.Handoff) (*HandoverStat
 	st.NextFile = f.files.next
 	for _, fh := range slices.Sorted(maps.Keys(f.files.m)) {
 		h := f.files.m[fh]
+		if mfds, flags := h.file.MirrorFds(); mfds != nil {
+			fs := FileState{Fh: fh, ID: h.node.id, Fd: -1, Flags: flags}
+			for _, fd := range mfds {
+				i := -1
+				if fd >= 0 {
+					if i, err = dup(fd); err != nil {
+						f.files.mu.Unlock()
+						closeAll()
+						return nil, nil, err
+					}
+				}
+				fs.Fds = append(fs.Fds, i)
+			}
+			h.mu.Lock()
+			fs.Opener, fs.Charged, fs.Cred, fs.Serve = h.opener.Path(), f.quota.files[fh], *h.cred, h.serve
+			fs.Writes, fs.Splice, fs.Append, fs.Reading = h.writes, h.splice, h.append, h.reading
+			h.mu.Unlock()
+			st.Files = append(st.Files, fs)
+			continue
+		}
 		if h.file.Fd() < 0 {
 			f.files.mu.Unlock()
 			closeAll()
@@ -188,14 +240,22 @@ func (f *FS) handoverState(local *backing.Local, h *fuse.Handoff) (*HandoverStat
 		d := f.dirs.m[fh]
 		d.mu.Lock()
 		fd, off := d.dir.Fd(), d.dir.Offset()
+		mi := 0
+		var err error
+		if f.mirrors != nil {
+			mi, err = f.mirrors.DirMirror(d.id, d.dir)
+		}
 		d.mu.Unlock()
-		i, err := dup(fd)
+		i := -1
+		if err == nil {
+			i, err = dup(fd)
+		}
 		if err != nil {
 			f.dirs.mu.Unlock()
 			closeAll()
 			return nil, nil, err
 		}
-		st.Dirs = append(st.Dirs, DirState{Fh: fh, ID: d.id, Fd: i, Offset: off, Charged: f.quota.dirs[fh]})
+		st.Dirs = append(st.Dirs, DirState{Fh: fh, ID: d.id, Fd: i, Mirror: mi, Offset: off, Charged: f.quota.dirs[fh]})
 	}
 	f.dirs.mu.Unlock()
 	m := f.eng.Metrics()
@@ -209,7 +269,12 @@ func (f *FS) handoverState(local *backing.Local, h *fuse.Handoff) (*HandoverStat
 }
 
 // Resume serves again after a Handover whose state was not taken.
-func (f *FS) Resume() { f.server.Resume() }
+func (f *FS) Resume() {
+	if f.mirrors != nil {
+		f.mirrors.Resume()
+	}
+	f.server.Resume()
+}
 
 // Release ends a mount handed over and taken: Wait returns, and the
 // mount's files, directories and tree are closed in this process without
@@ -217,6 +282,10 @@ func (f *FS) Resume() { f.server.Resume() }
 // and its mount are the other process's now).
 func (f *FS) Release() {
 	f.handed.Store(true)
+	if f.mirrors != nil {
+		// The record of files being written is the other process's.
+		f.mirrors.Release()
+	}
 	f.server.Release()
 }
 
@@ -230,6 +299,13 @@ func (f *FS) Release() {
 // stays: WriteCache and Passthrough follow it, whatever opts say. The
 // mount serves nothing until Serve; Discard drops it (closing the
 // descriptors, the connection left to the other process).
+//
+// A mirror set is taken over with its mirrors as the state names them
+// (opts.Mirrors must be the first of them: mirrors added while it served
+// come last), which of them are stale, and its read policy, set at run
+// time or not; opts.ReadPolicy replaces it only when newLimits (a command
+// line given for the takeover). Its record of files being written goes
+// on in the same files, written by this process from Serve on.
 func Adopt(opts Options, st *HandoverState, fds []int, newLimits bool) (*FS, error) {
 	closeAll := func() {
 		for _, fd := range fds {
@@ -242,9 +318,23 @@ func Adopt(opts Options, st *HandoverState, fds []int, newLimits bool) (*FS, err
 		closeAll()
 		return nil, fmt.Errorf("handover: %d descriptors, want %d at least", len(fds), 1+st.TreeFds)
 	}
-	if opts.Tree != nil || len(opts.Mirrors) > 0 {
+	if opts.Tree != nil || (len(opts.Mirrors) > 0) != (st.Mirror != nil) {
 		closeAll()
-		return nil, errors.New("only a mount of a SOURCE directory can be taken over")
+		if st.Mirror != nil {
+			return nil, errors.New("the mount handed over serves a mirror set: take it over with its mirrors")
+		}
+		return nil, errors.New("only a mount of a SOURCE directory or a mirror set can be taken over")
+	}
+	if st.Mirror != nil {
+		// The set's mirrors, those added while it served last.
+		dirs := st.Mirror.Dirs
+		abs := func(p string) string { a, _ := filepath.Abs(p); return filepath.Clean(a) }
+		if len(opts.Mirrors) > len(dirs) || !slices.EqualFunc(opts.Mirrors, dirs[:len(opts.Mirrors)], func(a, b string) bool { return abs(a) == abs(b) }) {
+			closeAll()
+			return nil, fmt.Errorf("the mount serves the mirror set %s, not %s", strings.Join(dirs, ","), strings.Join(opts.Mirrors, ","))
+		}
+		opts.Mirrors = slices.Clone(dirs)
+		opts.Passthrough = false
 	}
 	if opts.Transport == TransportURing {
 		closeAll()
@@ -252,7 +342,7 @@ func Adopt(opts Options, st *HandoverState, fds []int, newLimits bool) (*FS, err
 	}
 	opts.Transport = TransportDev
 	opts.WriteCache = st.Fuse.Flags&fuse.CAP_WRITEBACK_CACHE != 0
-	opts.Passthrough = st.Fuse.Flags&fuse.CAP_PASSTHROUGH != 0
+	opts.Passthrough = st.Fuse.Flags&fuse.CAP_PASSTHROUGH != 0 && st.Mirror == nil
 	take := func(i int) int {
 		if i < 0 || i >= len(fds) {
 			return -1
@@ -281,19 +371,47 @@ func Adopt(opts Options, st *HandoverState, fds []int, newLimits bool) (*FS, err
 	for i := range treeFds {
 		treeFds[i] = take(1 + i)
 	}
-	local, err := backing.AdoptLocal(st.Tree, treeFds, backing.LocalOptions{MaxOpen: opts.MaxOpen})
-	if err != nil {
-		eng.Close()
-		closeAll()
-		return nil, fmt.Errorf("SOURCE %s: %v", opts.Source, err)
+	lopts := backing.LocalOptions{MaxOpen: opts.MaxOpen}
+	var local *backing.Local
+	if st.Mirror != nil {
+		f.mirrors, err = backing.AdoptMirror(*st.Mirror, treeFds, backing.MirrorOptions{
+			LocalOptions: lopts, Faults: opts.MirrorFaults,
+			Now: func() int64 { return int64(time.Since(f.epoch)) },
+			Log: func(format string, args ...any) { f.log().Warn(fmt.Sprintf(format, args...), "component", "mirror") },
+		})
+		if err != nil {
+			eng.Close()
+			closeAll()
+			return nil, fmt.Errorf("mirrors %s: %v", strings.Join(opts.Mirrors, ","), err)
+		}
+		f.tree = f.mirrors
+		if newLimits && opts.ReadPolicy != "" && opts.ReadPolicy != f.mirrors.Policy() {
+			if err := f.mirrors.SetPolicy(opts.ReadPolicy); err != nil {
+				f.mirrors.Release()
+				f.mirrors.Close()
+				eng.Close()
+				closeAll()
+				return nil, fmt.Errorf("--read-policy: %v", err)
+			}
+		}
+	} else {
+		local, err = backing.AdoptLocal(st.Tree, treeFds, lopts)
+		if err != nil {
+			eng.Close()
+			closeAll()
+			return nil, fmt.Errorf("SOURCE %s: %v", opts.Source, err)
+		}
+		f.tree = local
 	}
-	f.tree = local
 	fail := func(err error) (*FS, error) {
 		for _, h := range f.files.drain() {
 			h.file.Close()
 		}
 		for _, d := range f.dirs.drain() {
 			d.dir.Close()
+		}
+		if f.mirrors != nil {
+			f.mirrors.Release()
 		}
 		f.tree.Close()
 		eng.Close()
@@ -328,7 +446,16 @@ func Adopt(opts Options, st *HandoverState, fds []int, newLimits bool) (*FS, err
 	}
 	f.files.next, f.dirs.next = st.NextFile, st.NextDir
 	for _, fs := range st.Files {
-		file, err := local.AdoptFile(fs.ID, take(fs.Fd))
+		var file *backing.File
+		if f.mirrors != nil {
+			mfds := make([]int, len(fs.Fds))
+			for i, k := range fs.Fds {
+				mfds[i] = take(k)
+			}
+			file, err = f.mirrors.AdoptFile(fs.ID, mfds, fs.Flags)
+		} else {
+			file, err = local.AdoptFile(fs.ID, take(fs.Fd))
+		}
 		if err != nil {
 			return fail(fmt.Errorf("open file %d: %v", fs.Fh, err))
 		}
@@ -352,7 +479,12 @@ func Adopt(opts Options, st *HandoverState, fds []int, newLimits bool) (*FS, err
 		}
 	}
 	for _, ds := range st.Dirs {
-		d, err := local.AdoptDir(ds.ID, take(ds.Fd), ds.Offset)
+		var d *backing.Dir
+		if f.mirrors != nil {
+			d, err = f.mirrors.AdoptDir(ds.ID, ds.Mirror, take(ds.Fd), ds.Offset)
+		} else {
+			d, err = local.AdoptDir(ds.ID, take(ds.Fd), ds.Offset)
+		}
 		if err != nil {
 			return fail(fmt.Errorf("open directory %d: %v", ds.Fh, err))
 		}
@@ -398,6 +530,14 @@ func (n *node) adopt(h *handle) {
 func (f *FS) Serve() {
 	if dev := fuseDevice(f.server); dev != nil {
 		f.watch(dev, true)
+		if f.mirrors != nil {
+			if a := answerer(dev, &f.late); a != nil {
+				f.mirrors.SetAnswer(a)
+			}
+		}
+	}
+	if f.mirrors != nil {
+		f.mirrors.Activate()
 	}
 	go f.server.Serve()
 }
@@ -407,6 +547,10 @@ func (f *FS) Serve() {
 // handed it over.
 func (f *FS) Discard() {
 	f.handed.Store(true)
+	if f.mirrors != nil {
+		// The record of files being written stays the other process's.
+		f.mirrors.Release()
+	}
 	f.closeQuietly()
 	f.server.Release()
 }

@@ -191,7 +191,7 @@ func mountFlags() (*pflag.FlagSet, *mountOpts) {
 	fs.BoolVar(&o.readOnly, "read-only", false, "mount read-only (MS_RDONLY; fstab: ro): every write, create or change through the mount fails with EROFS. The mount is always nosuid and nodev")
 	fs.BoolVar(&o.noExec, "noexec", false, "mount noexec (MS_NOEXEC; fstab: noexec): executing a file on the mount fails with EACCES")
 	fs.BoolVar(&o.unmountDead, "unmount-dead", false, "mount nothing: if MOUNTPOINT holds a sluice mount whose daemon has died (statfs fails with ENOTCONN), detach it (umount -l), and exit. A live mount, or another file system's, is left alone; the service runs this before it mounts (ExecStartPre)")
-	fs.BoolVar(&o.takeover, "takeover", false, "take the mount at MOUNTPOINT over from the sluice serving it, without unmounting (an upgrade): its open files and directories, groups, limits and tags carry over, and applications wait while it happens (the requests being served are answered first, 10 s at most, else the old sluice serves on). With MOUNTPOINT alone, with the old sluice's command line; the old one exits 0. Not yet for mirror sets or --transport uring")
+	fs.BoolVar(&o.takeover, "takeover", false, "take the mount at MOUNTPOINT over from the sluice serving it, without unmounting (an upgrade): its open files and directories, groups, limits and tags carry over, and applications wait while it happens (the requests being served are answered first, 10 s at most, else the old sluice serves on). With MOUNTPOINT alone, with the old sluice's command line; the old one exits 0. Not over --transport uring, nor while a mirror set resyncs")
 	flagDoc(fs, groupMount, map[string]string{"config": "FILE"})
 
 	fs.StringVar(&o.logLevel, "log-level", "info", "what the log (stderr, as key=value lines) shows: debug (every FUSE request too), info (start, stop, reloads), warn (a mirror turning stale, failures), error")
@@ -349,6 +349,8 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 		t.mu.Unlock()
 	}
 	switch {
+	case tk != nil && len(opts.Mirrors) > 0:
+		log.Info("serving, taken over", "mirrors", strings.Join(m.Mirrors().Dirs(), ","), "mountpoint", opts.Mountpoint, "from_pid", tk.pid, "open_files", tk.files, "open_dirs", tk.dirs)
 	case tk != nil:
 		log.Info("serving, taken over", "source", opts.Source, "mountpoint", opts.Mountpoint, "from_pid", tk.pid, "open_files", tk.files, "open_dirs", tk.dirs)
 	case len(opts.Mirrors) > 0:
@@ -515,6 +517,11 @@ func (t *target) Tag(pid int32, name string) error {
 }
 
 func (t *target) Resync(rate int64) error {
+	end, err := t.begin()
+	if err != nil {
+		return err
+	}
+	defer end()
 	ms := t.m.Mirrors()
 	if ms == nil {
 		return errors.New("this mount serves no mirror set: nothing to resync")

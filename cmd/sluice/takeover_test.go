@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/backing"
 	"sluice/control"
 )
 
@@ -301,6 +303,166 @@ func TestTakeover(t *testing.T) {
 	}
 }
 
+// TestTakeoverMirror: TestTakeover's tenant works in a mirror set of two
+// mirrors across two takeovers, holding its files and directory open:
+// none of its operations fails, its reads are right, its appends are all
+// there in order in both mirrors, which hold the same tree at the end,
+// and sluice stat shows both mirrors healthy and the read policy set at
+// run time (not the command line's).
+func TestTakeoverMirror(t *testing.T) {
+	needMount(t)
+	dir, _, mnt := srcMnt(t)
+	exe := filepath.Join(dir, "tenant")
+	if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(exe, b, 0o755) != nil {
+		t.Fatalf("copy the test binary: %v", err)
+	}
+	data := make([]byte, takeoverFile)
+	for i := range data {
+		data[i] = takeoverByte(int64(i))
+	}
+	mirrors := []string{filepath.Join(dir, "m0"), filepath.Join(dir, "m1")}
+	for _, m := range mirrors {
+		os.Mkdir(m, 0o755)
+		if err := os.WriteFile(filepath.Join(m, "data"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Mkdir(filepath.Join(m, "names"), 0o755)
+		for i := range takeoverNames {
+			os.WriteFile(filepath.Join(m, "names", "n"+strconv.Itoa(i)), nil, 0o644)
+		}
+		os.Mkdir(filepath.Join(m, "own"), 0o755)
+		os.Chown(filepath.Join(m, "own"), 4243, 4243)
+	}
+	_, oldErr, oldExited, oldWait := startMount(t, mnt, "mount", "--limit", "tenants/a rbps=8MiB", "--group", "tenants/a uid=4243",
+		"--mirror", mirrors[0], "--mirror", mirrors[1], "--read-policy", "adaptive", mnt)
+	if out, err := sluice("set", mnt, "read-policy=roundrobin").CombinedOutput(); err != nil {
+		t.Fatalf("set: %v\n%s", err, out)
+	}
+
+	tenant := exec.Command(exe)
+	tenant.Env = append(os.Environ(), "SLUICE_TAKEOVER_TENANT="+mnt)
+	tenant.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4243, Gid: 4243}}
+	stdin, _ := tenant.StdinPipe()
+	stdout, _ := tenant.StdoutPipe()
+	tenant.Stderr = os.Stderr
+	if err := tenant.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer tenant.Process.Kill()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("the tenant did not start: %q", lines.Text())
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	_, nextErr, nextExited, nextWait := startTakeover2(t, mnt)
+	select {
+	case <-oldExited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the old sluice did not exit after the takeover; its log:\n%s", oldErr)
+	}
+	if *oldWait != nil {
+		t.Fatalf("the old sluice exited with %v; its log:\n%s", *oldWait, oldErr)
+	}
+	time.Sleep(300 * time.Millisecond)
+	_, againErr, _, _ := startTakeover2(t, mnt)
+	select {
+	case <-nextExited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the second sluice did not exit after the second takeover; its log:\n%s", nextErr)
+	}
+	if *nextWait != nil {
+		t.Fatalf("the second sluice exited with %v; its log:\n%s", *nextWait, nextErr)
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	stdin.Close()
+	var res takeoverResult
+	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &res) != nil {
+		t.Fatalf("the tenant's report: %q", lines.Text())
+	}
+	tenant.Wait()
+	t.Logf("old:\n%s\nsecond:\n%s\nthird:\n%s", oldErr, nextErr, againErr)
+	t.Logf("tenant: %d rounds in %.1f s, longest %.0f ms, %d appends, read %.1f MiB/s", res.Ops, res.Seconds, res.LongestMs, res.Appends, float64(res.ReadBytes)/res.Seconds/(1<<20))
+	if len(res.Errors) > 0 {
+		t.Errorf("the tenant saw errors: %v", res.Errors)
+	}
+	if res.Ops == 0 {
+		t.Error("the tenant did nothing")
+	}
+	if res.Names != takeoverNames || res.Repeated != 0 {
+		t.Errorf("the listing across the takeovers had %d names (%d twice), want %d once each", res.Names, res.Repeated, takeoverNames)
+	}
+	want := make([]string, res.Appends)
+	for i := range want {
+		want[i] = strconv.Itoa(i)
+	}
+	for _, m := range mirrors {
+		b, err := os.ReadFile(filepath.Join(m, "own", "log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"); !slices.Equal(got, want) {
+			t.Errorf("the appended log in %s holds %d lines, want 0..%d in order", m, len(got), res.Appends-1)
+		}
+	}
+	if a, b := mirrorTree(t, mirrors[0]), mirrorTree(t, mirrors[1]); !slices.Equal(a, b) {
+		t.Errorf("the mirrors differ after the takeovers:\n%s\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	st, err := control.Stat(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ReadPolicy != "roundrobin" {
+		t.Errorf("read policy %q after the takeovers, want roundrobin (set at run time)", st.ReadPolicy)
+	}
+	if len(st.Mirrors) != 2 {
+		t.Fatalf("%d mirrors after the takeovers", len(st.Mirrors))
+	}
+	for i, m := range st.Mirrors {
+		if m.Dir != mirrors[i] || m.State != backing.Healthy {
+			t.Errorf("mirror %d after the takeovers: %s %s", i, m.Dir, m.State)
+		}
+	}
+	out, err := sluice("stat", mnt).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "read policy roundrobin") || strings.Count(string(out), backing.Healthy) < 2 {
+		t.Errorf("sluice stat after the takeovers: %v\n%s", err, out)
+	}
+	if !strings.Contains(againErr.String(), "taken over") {
+		t.Errorf("the third sluice's log does not say it took over:\n%s", againErr)
+	}
+}
+
+// mirrorTree lists what mirror dir holds, less the set's own files: each
+// path with its type and a digest of a regular file's content.
+func mirrorTree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if filepath.Dir(rel) == "." && strings.HasPrefix(rel, backing.StateFile) {
+			return nil
+		}
+		line := rel + " " + d.Type().String()
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			line += fmt.Sprintf(" %d %08x", len(b), crc32.ChecksumIEEE(b))
+		}
+		out = append(out, line)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // startTakeover2 runs sluice mount --takeover [ARGS...] MNT and returns
 // once it serves the mount.
 func startTakeover2(t *testing.T, mnt string, args ...string) (cmd *exec.Cmd, stderr *safeBuffer, exited chan struct{}, waitErr *error) {
@@ -456,31 +618,47 @@ func takeoverFio(t *testing.T, pass string) {
 	ratio := float64(r.Read.IOBytes) / (float64(r.Read.Runtime) / 1000) / limit
 	t.Logf("limited reader at %.3f of its limit, its longest read %.1f ms; the writer wrote %d MiB and verified it across 6 takeovers, its longest write %.1f ms, its longest verifying read %.1f ms",
 		ratio, float64(r.Read.Clat.Max)/1e6, w.Write.IOBytes>>20, float64(w.Write.Clat.Max)/1e6, float64(w.Read.Clat.Max)/1e6)
-	if ratio < 0.95 || ratio > 1.02 {
-		t.Errorf("the limited reader read at %.3f of its limit across the takeovers, want 0.95 to 1.02", ratio)
+	// Never above the limit; below it by the takeovers' pauses at most
+	// (each a few tens of ms, longer on a loaded machine: a pause is time
+	// the reader does not get back).
+	if ratio < 0.90 || ratio > 1.02 {
+		t.Errorf("the limited reader read at %.3f of its limit across the takeovers, want 0.90 to 1.02", ratio)
 	}
 }
 
 // TestTakeoverRefused: a takeover that cannot be made says why, naming
 // the flag, and leaves the mount with the sluice serving it: of another
-// SOURCE than the mount's, of a mirror set, of a directory no sluice
-// serves, or with too many arguments.
+// SOURCE than the mount's, of a mirror set while it resyncs, of a
+// directory no sluice serves, or with too many arguments. Once the resync
+// has ended, the mirror set, a mirror added while it served among them,
+// is taken over.
 func TestTakeoverRefused(t *testing.T) {
 	needMount(t)
 	dir, src, mnt := srcMnt(t)
 	os.WriteFile(filepath.Join(src, "f"), []byte("served"), 0o644)
 	_, _, exited, _ := startMount(t, mnt, "mount", src, mnt)
-	a, b, mmnt := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "mmnt")
-	for _, d := range []string{a, b, mmnt} {
+	a, b, c, mmnt := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "c"), filepath.Join(dir, "mmnt")
+	for _, d := range []string{a, b, c, mmnt} {
 		os.Mkdir(d, 0o755)
 	}
+	// Enough to resync for a few seconds at 1 MiB/s.
+	big := make([]byte, 3<<20)
+	for _, d := range []string{a, b} {
+		os.WriteFile(filepath.Join(d, "big"), big, 0o644)
+	}
 	_, _, mexited, _ := startMount(t, mmnt, "mount", "--mirror", a, "--mirror", b, mmnt)
+	if out, err := sluice("mirror", "add", "--no-resync", mmnt, c).CombinedOutput(); err != nil {
+		t.Fatalf("mirror add: %v\n%s", err, out)
+	}
+	if err := control.Resync(mmnt, 1<<20); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"mount", "--takeover", dir, mnt}, "--takeover: the mount serves " + src + " on " + mnt + ", not " + dir + " on " + mnt},
-		{[]string{"mount", "--takeover", mmnt}, "--takeover " + mmnt + ": a mirror set cannot be handed over yet"},
+		{[]string{"mount", "--takeover", mmnt}, "--takeover " + mmnt + ": a resync is running"},
 		{[]string{"mount", "--takeover", src}, "--takeover " + src + ": no sluice mount at " + src},
 		{[]string{"mount", "--takeover", src, src, mnt}, "--takeover takes MOUNTPOINT"},
 		{[]string{"mount", "--takeover", "--log-level", "debug", mnt}, "--takeover " + mnt + " runs with the mount's own command line, so --log-level would be dropped"},
@@ -500,8 +678,43 @@ func TestTakeoverRefused(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(mnt, "f")); err != nil || string(b) != "served" {
 		t.Errorf("after refused takeovers the mount reads %q, %v", b, err)
 	}
-	if _, err := control.Stat(mmnt); err != nil {
-		t.Errorf("after a refused takeover the mirror set's control socket: %v", err)
+	st, err := control.Stat(mmnt)
+	if err != nil {
+		t.Fatalf("after a refused takeover the mirror set's control socket: %v", err)
+	}
+	if len(st.Mirrors) != 3 || st.Mirrors[2].State != backing.Resyncing {
+		t.Errorf("the resync did not go on after the refused takeover: %+v", st.Mirrors)
+	}
+	for deadline := time.Now().Add(30 * time.Second); st.LastResync == ""; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the resync did not end within 30 s")
+		}
+		if st, err = control.Stat(mmnt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.LastResync != "ok" {
+		t.Fatalf("the resync ended with %s", st.LastResync)
+	}
+	startTakeover2(t, mmnt)
+	select {
+	case <-mexited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the sluice serving the mirror set did not exit after the takeover once the resync ended")
+	}
+	if st, err = control.Stat(mmnt); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Mirrors) != 3 {
+		t.Fatalf("after the takeover the set has %d mirrors, want the 3 it had", len(st.Mirrors))
+	}
+	for _, m := range st.Mirrors {
+		if m.State != backing.Healthy {
+			t.Errorf("after the takeover mirror %s is %s", m.Dir, m.State)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(mmnt, "big")); err != nil || len(b) != len(big) {
+		t.Errorf("after the takeover the mirror set reads %d bytes, %v", len(b), err)
 	}
 }
 
