@@ -29,6 +29,28 @@ import (
 // (read again from its offset), and objects the kernel has forgotten
 // while still in use (there are none while the mount is idle).
 
+// Descriptors are those a handover sends another process, each a
+// duplicate (close-on-exec) of one this process goes on using; a state
+// names them by their index.
+type Descriptors []int
+
+// Dup appends a duplicate of fd and returns its index.
+func (d *Descriptors) Dup(fd int) (int, error) {
+	n, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	*d = append(*d, n)
+	return len(*d) - 1, nil
+}
+
+// Close closes them all.
+func (d Descriptors) Close() {
+	for _, fd := range d {
+		unix.Close(fd)
+	}
+}
+
 // LocalState is a Local tree's state as handed to another process
 // (Local.Export, AdoptLocal): plain data, JSON-encodable. Descriptors are
 // indexes into the list handed beside it.
@@ -85,21 +107,12 @@ type LocalMount struct {
 func (t *Local) Export() (LocalState, []int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var fds []int
+	var fds Descriptors
 	fail := func(err error) (LocalState, []int, error) {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
+		fds.Close()
 		return LocalState{}, nil, err
 	}
-	dup := func(fd int) (int, error) {
-		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-		if err != nil {
-			return -1, err
-		}
-		fds = append(fds, d)
-		return len(fds) - 1, nil
-	}
+	dup := fds.Dup
 	st := LocalState{NextID: t.nextID, NoHandles: t.noHandles, Objects: make([]LocalObject, 0, len(t.byID))}
 	for _, id := range slices.Sorted(maps.Keys(t.byID)) {
 		in := t.byID[id]

@@ -166,23 +166,14 @@ func (f *FS) handoverState(local *backing.Local, h *fuse.Handoff) (*HandoverStat
 	}
 	st.TreeFds = len(treeFds)
 	st.Fuse.Fd = 0
-	fds := append([]int{h.Fd}, treeFds...)
+	fds := append(backing.Descriptors{h.Fd}, treeFds...)
 	closeAll := func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
+		fds.Close()
 		if f.mirrors != nil {
 			f.mirrors.Resume()
 		}
 	}
-	dup := func(fd int) (int, error) {
-		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-		if err != nil {
-			return -1, err
-		}
-		fds = append(fds, d)
-		return len(fds) - 1, nil
-	}
+	dup := fds.Dup
 	f.mu.Lock()
 	for _, id := range slices.Sorted(maps.Keys(f.nodes)) {
 		n := f.nodes[id]

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -324,17 +325,7 @@ func startMount(t *testing.T, mnt string, args ...string) (cmd *exec.Cmd, stderr
 func startCmd(t *testing.T, mnt string, cmd *exec.Cmd) (_ *exec.Cmd, stderr *bytes.Buffer, exited chan struct{}, waitErr *error) {
 	t.Helper()
 	stderr = new(bytes.Buffer)
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitErr = new(error)
-	exited = make(chan struct{})
-	go func() { *waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-	})
+	exited, waitErr = runCmd(t, cmd, stderr)
 	deadline := time.Now().Add(10 * time.Second)
 	for !isMounted(mnt) {
 		if time.Now().After(deadline) {
@@ -350,6 +341,25 @@ func startCmd(t *testing.T, mnt string, cmd *exec.Cmd) (_ *exec.Cmd, stderr *byt
 		time.Sleep(20 * time.Millisecond)
 	}
 	return cmd, stderr, exited, waitErr
+}
+
+// runCmd starts cmd, its stderr to stderr, and stops it (SIGTERM) when
+// the test ends; exited closes when it has exited, with its error in
+// *waitErr.
+func runCmd(t *testing.T, cmd *exec.Cmd, stderr io.Writer) (exited chan struct{}, waitErr *error) {
+	t.Helper()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitErr = new(error)
+	exited = make(chan struct{})
+	go func() { *waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	})
+	return exited, waitErr
 }
 
 // TestMirrorEndToEnd: sluice mount refuses mirrors that differ, saying

@@ -169,6 +169,124 @@ func init() {
 	}
 }
 
+// tenantExe copies this test binary where uid 4243 may run it as the
+// tenant, and returns its path.
+func tenantExe(t *testing.T, dir string) string {
+	t.Helper()
+	exe := filepath.Join(dir, "tenant")
+	if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(exe, b, 0o755) != nil {
+		t.Fatalf("copy the test binary: %v", err)
+	}
+	return exe
+}
+
+// fillTenantTree puts in dir what the tenant works on: the file it
+// reads, a directory of takeoverNames names, and its own directory.
+func fillTenantTree(t *testing.T, dir string) {
+	t.Helper()
+	data := make([]byte, takeoverFile)
+	for i := range data {
+		data[i] = takeoverByte(int64(i))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(dir, "names"), 0o755)
+	for i := range takeoverNames {
+		os.WriteFile(filepath.Join(dir, "names", "n"+strconv.Itoa(i)), nil, 0o644)
+	}
+	os.Mkdir(filepath.Join(dir, "own"), 0o755)
+	os.Chown(filepath.Join(dir, "own"), 4243, 4243)
+}
+
+// startTenant starts the tenant (runTenant) as uid 4243 on mnt and
+// returns once it works; the function it returns stops it and checks
+// that none of its operations failed and its listing had every name
+// once, and returns its report.
+func startTenant(t *testing.T, exe, mnt string) (stop func() takeoverResult) {
+	t.Helper()
+	tenant := exec.Command(exe)
+	tenant.Env = append(os.Environ(), "SLUICE_TAKEOVER_TENANT="+mnt)
+	tenant.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4243, Gid: 4243}}
+	stdin, _ := tenant.StdinPipe()
+	stdout, _ := tenant.StdoutPipe()
+	tenant.Stderr = os.Stderr
+	if err := tenant.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tenant.Process.Kill() })
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("the tenant did not start: %q", lines.Text())
+	}
+	return func() takeoverResult {
+		t.Helper()
+		stdin.Close()
+		var res takeoverResult
+		if !lines.Scan() || json.Unmarshal(lines.Bytes(), &res) != nil {
+			t.Fatalf("the tenant's report: %q", lines.Text())
+		}
+		tenant.Wait()
+		t.Logf("tenant: %d rounds in %.1f s, longest %.0f ms, %d appends, read %.1f MiB/s", res.Ops, res.Seconds, res.LongestMs, res.Appends, float64(res.ReadBytes)/res.Seconds/(1<<20))
+		if len(res.Errors) > 0 {
+			t.Errorf("the tenant saw errors: %v", res.Errors)
+		}
+		if res.Ops == 0 {
+			t.Error("the tenant did nothing")
+		}
+		if res.Names != takeoverNames || res.Repeated != 0 {
+			t.Errorf("the listing across the takeovers had %d names (%d twice), want %d once each", res.Names, res.Repeated, takeoverNames)
+		}
+		return res
+	}
+}
+
+// serving is a sluice serving a mount: its log, and its exit.
+type serving struct {
+	log     fmt.Stringer
+	exited  chan struct{}
+	waitErr *error
+}
+
+// takeOver has a new sluice take the mount at mnt over from old, and
+// returns once old has exited 0 and the new one serves.
+func takeOver(t *testing.T, mnt string, old serving) serving {
+	t.Helper()
+	_, log, exited, waitErr := startTakeover2(t, mnt)
+	select {
+	case <-old.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the serving sluice did not exit after the takeover; its log:\n%s", old.log)
+	}
+	if *old.waitErr != nil {
+		t.Fatalf("the serving sluice exited with %v; its log:\n%s", *old.waitErr, old.log)
+	}
+	if !strings.Contains(old.log.String(), "handed over") {
+		t.Errorf("the old sluice's log does not say it handed over:\n%s", old.log)
+	}
+	if !isMounted(mnt) {
+		t.Fatal("the mount went away with the old sluice")
+	}
+	return serving{log, exited, waitErr}
+}
+
+// checkAppends checks that the tenant's log at path holds its n appends
+// in order.
+func checkAppends(t *testing.T, path string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]string, n)
+	for i := range want {
+		want[i] = strconv.Itoa(i)
+	}
+	if got := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"); !slices.Equal(got, want) {
+		t.Errorf("the appended log %s holds %d lines, want 0..%d in order", path, len(got), n-1)
+	}
+}
+
 // TestTakeover: a new sluice takes a mount over (sluice mount --takeover
 // MOUNTPOINT) while a tenant of another uid, in a limited group, holds a
 // file open for reading, one for appending and a directory half listed,
@@ -180,67 +298,20 @@ func init() {
 func TestTakeover(t *testing.T) {
 	needMount(t)
 	dir, src, mnt := srcMnt(t)
-	// The tenant is this test binary, copied where uid 4243 may run it.
-	exe := filepath.Join(dir, "tenant")
-	if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(exe, b, 0o755) != nil {
-		t.Fatalf("copy the test binary: %v", err)
-	}
-	data := make([]byte, takeoverFile)
-	for i := range data {
-		data[i] = takeoverByte(int64(i))
-	}
-	if err := os.WriteFile(filepath.Join(src, "data"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	os.Mkdir(filepath.Join(src, "names"), 0o755)
-	for i := range takeoverNames {
-		os.WriteFile(filepath.Join(src, "names", "n"+strconv.Itoa(i)), nil, 0o644)
-	}
-	own := filepath.Join(src, "own")
-	os.Mkdir(own, 0o755)
-	os.Chown(own, 4243, 4243)
-
+	exe := tenantExe(t, dir)
+	fillTenantTree(t, src)
 	_, oldErr, oldExited, oldWait := startMount(t, mnt, "mount", "--limit", "tenants/a rbps=8MiB", "--group", "tenants/a uid=4243", src, mnt)
 	if out, err := sluice("set", mnt, "default wiops=500").CombinedOutput(); err != nil {
 		t.Fatalf("set: %v\n%s", err, out)
 	}
-
-	tenant := exec.Command(exe)
-	tenant.Env = append(os.Environ(), "SLUICE_TAKEOVER_TENANT="+mnt)
-	tenant.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4243, Gid: 4243}}
-	stdin, _ := tenant.StdinPipe()
-	stdout, _ := tenant.StdoutPipe()
-	tenant.Stderr = os.Stderr
-	if err := tenant.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer tenant.Process.Kill()
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() || lines.Text() != "ready" {
-		t.Fatalf("the tenant did not start: %q", lines.Text())
-	}
+	stop := startTenant(t, exe, mnt)
 	time.Sleep(300 * time.Millisecond) // the tenant at work before the takeover
 
 	before, err := control.Stat(mnt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, nextErr, nextExited, nextWait := startTakeover2(t, mnt)
-	select {
-	case <-oldExited:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the old sluice did not exit after the takeover; its log:\n%s", oldErr)
-	}
-	if *oldWait != nil {
-		t.Fatalf("the old sluice exited with %v; its log:\n%s", *oldWait, oldErr)
-	}
-
-	if !strings.Contains(oldErr.String(), "handed over") {
-		t.Errorf("the old sluice's log does not say it handed over:\n%s", oldErr)
-	}
-	if !isMounted(mnt) {
-		t.Fatal("the mount went away with the old sluice")
-	}
+	next := takeOver(t, mnt, serving{oldErr, oldExited, oldWait})
 	st, err := control.Stat(mnt)
 	if err != nil {
 		t.Fatalf("stat after the takeover: %v", err)
@@ -256,50 +327,14 @@ func TestTakeover(t *testing.T) {
 		t.Errorf("the tenant's counters went from %+v before the takeover to %+v after", b, a)
 	}
 	time.Sleep(300 * time.Millisecond)
-
 	// And again, from the sluice that took over.
-	_, againErr, _, _ := startTakeover2(t, mnt)
-	select {
-	case <-nextExited:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the second sluice did not exit after the second takeover; its log:\n%s", nextErr)
-	}
-	if *nextWait != nil {
-		t.Fatalf("the second sluice exited with %v; its log:\n%s", *nextWait, nextErr)
-	}
+	third := takeOver(t, mnt, next)
 	time.Sleep(300 * time.Millisecond)
 
-	stdin.Close()
-	var res takeoverResult
-	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &res) != nil {
-		t.Fatalf("the tenant's report: %q", lines.Text())
-	}
-	tenant.Wait()
-	t.Logf("old:\n%s\nsecond:\n%s\nthird:\n%s", oldErr, nextErr, againErr)
-	t.Logf("tenant: %d rounds in %.1f s, longest %.0f ms, %d appends, read %.1f MiB/s", res.Ops, res.Seconds, res.LongestMs, res.Appends, float64(res.ReadBytes)/res.Seconds/(1<<20))
-	if len(res.Errors) > 0 {
-		t.Errorf("the tenant saw errors: %v", res.Errors)
-	}
-	if res.Ops == 0 {
-		t.Error("the tenant did nothing")
-	}
-	if res.Names != takeoverNames || res.Repeated != 0 {
-		t.Errorf("the listing across the takeovers had %d names (%d twice), want %d once each", res.Names, res.Repeated, takeoverNames)
-	}
-	b, err := os.ReadFile(filepath.Join(own, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	want := make([]string, res.Appends)
-	for i := range want {
-		want[i] = strconv.Itoa(i)
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("the appended log holds %d lines, want 0..%d in order", len(got), res.Appends-1)
-	}
-	if !strings.Contains(againErr.String(), "taken over") {
-		t.Errorf("the third sluice's log does not say it took over:\n%s", againErr)
+	res := stop()
+	checkAppends(t, filepath.Join(src, "own", "log"), res.Appends)
+	if !strings.Contains(third.log.String(), "taken over") {
+		t.Errorf("the third sluice's log does not say it took over:\n%s", third.log)
 	}
 }
 
@@ -312,99 +347,26 @@ func TestTakeover(t *testing.T) {
 func TestTakeoverMirror(t *testing.T) {
 	needMount(t)
 	dir, _, mnt := srcMnt(t)
-	exe := filepath.Join(dir, "tenant")
-	if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(exe, b, 0o755) != nil {
-		t.Fatalf("copy the test binary: %v", err)
-	}
-	data := make([]byte, takeoverFile)
-	for i := range data {
-		data[i] = takeoverByte(int64(i))
-	}
+	exe := tenantExe(t, dir)
 	mirrors := []string{filepath.Join(dir, "m0"), filepath.Join(dir, "m1")}
 	for _, m := range mirrors {
 		os.Mkdir(m, 0o755)
-		if err := os.WriteFile(filepath.Join(m, "data"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		os.Mkdir(filepath.Join(m, "names"), 0o755)
-		for i := range takeoverNames {
-			os.WriteFile(filepath.Join(m, "names", "n"+strconv.Itoa(i)), nil, 0o644)
-		}
-		os.Mkdir(filepath.Join(m, "own"), 0o755)
-		os.Chown(filepath.Join(m, "own"), 4243, 4243)
+		fillTenantTree(t, m)
 	}
 	_, oldErr, oldExited, oldWait := startMount(t, mnt, "mount", "--limit", "tenants/a rbps=8MiB", "--group", "tenants/a uid=4243",
 		"--mirror", mirrors[0], "--mirror", mirrors[1], "--read-policy", "adaptive", mnt)
 	if out, err := sluice("set", mnt, "read-policy=roundrobin").CombinedOutput(); err != nil {
 		t.Fatalf("set: %v\n%s", err, out)
 	}
-
-	tenant := exec.Command(exe)
-	tenant.Env = append(os.Environ(), "SLUICE_TAKEOVER_TENANT="+mnt)
-	tenant.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4243, Gid: 4243}}
-	stdin, _ := tenant.StdinPipe()
-	stdout, _ := tenant.StdoutPipe()
-	tenant.Stderr = os.Stderr
-	if err := tenant.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer tenant.Process.Kill()
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() || lines.Text() != "ready" {
-		t.Fatalf("the tenant did not start: %q", lines.Text())
-	}
+	stop := startTenant(t, exe, mnt)
 	time.Sleep(300 * time.Millisecond)
-
-	_, nextErr, nextExited, nextWait := startTakeover2(t, mnt)
-	select {
-	case <-oldExited:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the old sluice did not exit after the takeover; its log:\n%s", oldErr)
-	}
-	if *oldWait != nil {
-		t.Fatalf("the old sluice exited with %v; its log:\n%s", *oldWait, oldErr)
-	}
+	next := takeOver(t, mnt, serving{oldErr, oldExited, oldWait})
 	time.Sleep(300 * time.Millisecond)
-	_, againErr, _, _ := startTakeover2(t, mnt)
-	select {
-	case <-nextExited:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the second sluice did not exit after the second takeover; its log:\n%s", nextErr)
-	}
-	if *nextWait != nil {
-		t.Fatalf("the second sluice exited with %v; its log:\n%s", *nextWait, nextErr)
-	}
+	third := takeOver(t, mnt, next)
 	time.Sleep(300 * time.Millisecond)
-
-	stdin.Close()
-	var res takeoverResult
-	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &res) != nil {
-		t.Fatalf("the tenant's report: %q", lines.Text())
-	}
-	tenant.Wait()
-	t.Logf("old:\n%s\nsecond:\n%s\nthird:\n%s", oldErr, nextErr, againErr)
-	t.Logf("tenant: %d rounds in %.1f s, longest %.0f ms, %d appends, read %.1f MiB/s", res.Ops, res.Seconds, res.LongestMs, res.Appends, float64(res.ReadBytes)/res.Seconds/(1<<20))
-	if len(res.Errors) > 0 {
-		t.Errorf("the tenant saw errors: %v", res.Errors)
-	}
-	if res.Ops == 0 {
-		t.Error("the tenant did nothing")
-	}
-	if res.Names != takeoverNames || res.Repeated != 0 {
-		t.Errorf("the listing across the takeovers had %d names (%d twice), want %d once each", res.Names, res.Repeated, takeoverNames)
-	}
-	want := make([]string, res.Appends)
-	for i := range want {
-		want[i] = strconv.Itoa(i)
-	}
+	res := stop()
 	for _, m := range mirrors {
-		b, err := os.ReadFile(filepath.Join(m, "own", "log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"); !slices.Equal(got, want) {
-			t.Errorf("the appended log in %s holds %d lines, want 0..%d in order", m, len(got), res.Appends-1)
-		}
+		checkAppends(t, filepath.Join(m, "own", "log"), res.Appends)
 	}
 	if a, b := mirrorTree(t, mirrors[0]), mirrorTree(t, mirrors[1]); !slices.Equal(a, b) {
 		t.Errorf("the mirrors differ after the takeovers:\n%s\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
@@ -428,8 +390,8 @@ func TestTakeoverMirror(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "read policy roundrobin") || strings.Count(string(out), backing.Healthy) < 2 {
 		t.Errorf("sluice stat after the takeovers: %v\n%s", err, out)
 	}
-	if !strings.Contains(againErr.String(), "taken over") {
-		t.Errorf("the third sluice's log does not say it took over:\n%s", againErr)
+	if !strings.Contains(third.log.String(), "taken over") {
+		t.Errorf("the third sluice's log does not say it took over:\n%s", third.log)
 	}
 }
 
@@ -469,17 +431,7 @@ func startTakeover2(t *testing.T, mnt string, args ...string) (cmd *exec.Cmd, st
 	t.Helper()
 	cmd = sluice(append(append([]string{"mount", "--takeover"}, args...), mnt)...)
 	stderr = &safeBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitErr = new(error)
-	exited = make(chan struct{})
-	go func() { *waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-	})
+	exited, waitErr = runCmd(t, cmd, stderr)
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(stderr.String(), "serving, taken over") {
 		select {
