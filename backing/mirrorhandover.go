@@ -142,11 +142,9 @@ func (m *Mirror) export() (MirrorState, []int, error) {
 		return MirrorState{}, nil, fmt.Errorf("the mirror set's opens under way did not end within %v", handoverWait)
 	}
 	defer m.omu.Unlock()
-	var fds []int
+	var fds Descriptors
 	fail := func(err error) (MirrorState, []int, error) {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
+		fds.Close()
 		return MirrorState{}, nil, err
 	}
 	if m.intents != nil {
@@ -189,13 +187,12 @@ func (m *Mirror) export() (MirrorState, []int, error) {
 		for _, l := range in.logs {
 			ls := IntentLogState{Fd: -1}
 			if l != nil {
-				d, err := unix.FcntlInt(l.f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+				i, err := fds.Dup(int(l.f.Fd()))
 				if err != nil {
 					in.mu.Unlock()
 					return fail(fmt.Errorf("%s: %v", IntentFile, err))
 				}
-				fds = append(fds, d)
-				ls = IntentLogState{Fd: len(fds) - 1, Off: l.off, Size: l.size}
+				ls = IntentLogState{Fd: i, Off: l.off, Size: l.size}
 			}
 			st.Intents.Logs = append(st.Intents.Logs, ls)
 		}

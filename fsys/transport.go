@@ -63,6 +63,10 @@ func transport(opts *Options) (bool, error) {
 	return false, fmt.Errorf("transport %q: want %s, %s or %s", opts.Transport, TransportAuto, TransportDev, TransportURing)
 }
 
+// WriteCache reports whether the kernel's write cache takes the mount's
+// write()s (Options.WriteCache, as the kernel agreed to it at the mount).
+func (f *FS) WriteCache() bool { return f.opts.WriteCache }
+
 // Transport is the transport the mount's requests come by: TransportURing
 // or TransportDev.
 func (f *FS) Transport() string {

@@ -348,6 +348,9 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 		t.control = srv
 		t.mu.Unlock()
 	}
+	if tk != nil && opts.WriteCache != m.WriteCache() {
+		log.Warn("--write-cache stays as the mount was made: the kernel agreed to it then, and only a remount changes it", "write_cache", m.WriteCache())
+	}
 	switch {
 	case tk != nil && len(opts.Mirrors) > 0:
 		log.Info("serving, taken over", "mirrors", strings.Join(m.Mirrors().Dirs(), ","), "mountpoint", opts.Mountpoint, "from_pid", tk.pid, "open_files", tk.files, "open_dirs", tk.dirs)

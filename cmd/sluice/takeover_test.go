@@ -681,7 +681,7 @@ func TestTakeoverNewFlags(t *testing.T) {
 	if out, err := sluice("set", mnt, "default wiops=500").CombinedOutput(); err != nil {
 		t.Fatalf("set: %v\n%s", err, out)
 	}
-	_, _, next, _ := startTakeover2(t, mnt, "--limit", "default rbps=5MiB", "--limit", "b riops=50", src)
+	_, log, next, _ := startTakeover2(t, mnt, "--limit", "default rbps=5MiB", "--limit", "b riops=50", "--write-cache", src)
 	<-exited
 	limits := func(g string) string {
 		st, err := control.Stat(mnt)
@@ -698,6 +698,9 @@ func TestTakeoverNewFlags(t *testing.T) {
 	}
 	if l := limits("b"); l != "rbps=max wbps=max riops=50 wiops=max" {
 		t.Errorf("after a takeover with --limit, b has %q", l)
+	}
+	if !strings.Contains(log.String(), "--write-cache stays as the mount was made") {
+		t.Errorf("a takeover with --write-cache on a mount made without it did not say it stays off:\n%s", log)
 	}
 	startTakeover2(t, mnt)
 	<-next
