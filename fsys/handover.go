@@ -104,9 +104,6 @@ type DirState struct {
 // SOURCE does not answer, keeps the mount with its process.
 const HandoverWait = 10 * time.Second
 
-// ErrHandedOver is what a mount handed over answers from then on.
-var ErrHandedOver = errors.New("the mount has been handed over to another process")
-
 // Handover stops taking requests, waits until those being served are
 // answered (wait at most), and returns the mount's state and the
 // descriptors it refers to, duplicates that the caller closes once

@@ -711,7 +711,7 @@ func TestTakeoverNewFlags(t *testing.T) {
 
 // TestServiceUpgrade runs the unit's command line as systemd runs a
 // Type=notify service and sends its main process SIGUSR2, as `systemctl
-// kill -s USR2 --kill-who=main` does: the binary on disk takes the mount
+// kill --signal=SIGUSR2 --kill-whom=main` does: the binary on disk takes the mount
 // over, the old main process tells the service manager the new one's pid
 // (MAINPID=), which says READY=1 itself, and the old one exits 0, the
 // mount served all along; SIGTERM to the new main process unmounts.
