@@ -107,6 +107,52 @@ type LocalMount struct {
 func (t *Local) Export() (LocalState, []int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.exportLocked()
+}
+
+// Journal exports t's state as Export does and, in the same instant,
+// starts telling j of every object entered and dropped and every mount
+// met from then on: the state and what j hears after it are the tree's
+// objects at any instant. A nil j stops the telling.
+func (t *Local) Journal(j LocalJournal) (LocalState, []int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if j == nil {
+		t.journal = nil
+		return LocalState{}, nil, nil
+	}
+	st, fds, err := t.exportLocked()
+	if err == nil {
+		t.journal = j
+	}
+	return st, fds, err
+}
+
+// LocalJournal is told of a Local tree's changes as they happen (under
+// the tree's lock, before the operation that made them answers), so that
+// another process can hold a copy of its objects that a crash of this
+// one leaves whole.
+type LocalJournal interface {
+	// Entered: a new object; fd is its O_PATH descriptor for an object
+	// held by descriptor (o.Handle nil), to duplicate, else -1.
+	Entered(o LocalObject, fd int)
+	// Dropped: the kernel forgot the object.
+	Dropped(id ID)
+	// Mounted: a mount open_by_handle_at opens handles with, fd a
+	// descriptor of it to duplicate.
+	Mounted(mountID, fd int)
+}
+
+// object is in's LocalObject, its descriptor (Fd) left -1.
+func (in *inode) object() LocalObject {
+	o := LocalObject{ID: in.id, Dev: in.key.dev, Ino: in.key.ino, Mode: in.mode, Refs: in.refs, Fd: -1}
+	if in.handle != nil {
+		o.Handle, o.HType, o.MountID = in.handle, in.htype, in.mountID
+	}
+	return o
+}
+
+func (t *Local) exportLocked() (LocalState, []int, error) {
 	var fds Descriptors
 	fail := func(err error) (LocalState, []int, error) {
 		fds.Close()

@@ -45,6 +45,7 @@ type Local struct {
 	// noHandles: this process cannot open file handles, so every object
 	// is held by descriptor.
 	noHandles bool
+	journal   LocalJournal // told of new objects, dropped ones and mounts
 }
 
 type devIno struct{ dev, ino uint64 }
@@ -279,6 +280,9 @@ func (t *Local) enter(fd int) (Entry, error) {
 			if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 				if mfd, err := unix.Open(procPath(fd), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 					t.mounts[mountID] = mfd
+					if t.journal != nil {
+						t.journal.Mounted(mountID, mfd)
+					}
 				}
 			}
 		}
@@ -294,6 +298,13 @@ func (t *Local) enter(fd int) (Entry, error) {
 	}
 	t.byID[in.id] = in
 	t.byKey[k] = in
+	if t.journal != nil {
+		pfd := -1
+		if in.handle == nil {
+			pfd = fd
+		}
+		t.journal.Entered(in.object(), pfd)
+	}
 	if in.handle != nil {
 		in.uses++
 		t.releaseLocked(in)
@@ -321,6 +332,9 @@ func (t *Local) enterHandle(st *syscall.Stat_t, fh unix.FileHandle, mountID int)
 	t.nextID++
 	t.byID[in.id] = in
 	t.byKey[k] = in
+	if t.journal != nil {
+		t.journal.Entered(in.object(), -1)
+	}
 	return Entry{ID: in.id, Attr: *st}, true
 }
 
@@ -352,6 +366,9 @@ func (t *Local) Forget(id ID, n uint64) bool {
 	in.refs = 0
 	in.forgotten = true
 	delete(t.byID, id)
+	if t.journal != nil {
+		t.journal.Dropped(id)
+	}
 	if t.byKey[in.key] == in {
 		delete(t.byKey, in.key)
 	}

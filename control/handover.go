@@ -83,11 +83,7 @@ func (s *Server) handover(c *net.UnixConn) {
 			unix.Close(fd)
 		}
 	}()
-	err = writeFrame(c, handoverHeader{State: h.State, Fds: len(h.Fds)}, nil)
-	for i := 0; err == nil && i < len(h.Fds); i += maxRights {
-		chunk := h.Fds[i:min(i+maxRights, len(h.Fds))]
-		err = writeFrame(c, len(chunk), chunk)
-	}
+	err = SendState(c, h.State, h.Fds)
 	var v verdict
 	if err == nil {
 		// The taker has verdictTimeout from here; this side waits
@@ -252,33 +248,53 @@ func Takeover(mountpoint string) (*Taking, error) {
 		c.Close()
 		return nil, err
 	}
+	state, fds, err := ReceiveState(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.SetDeadline(time.Now().Add(verdictTimeout))
+	return &Taking{State: state, Fds: fds, c: c}, nil
+}
+
+// SendState sends a mount's state and the descriptors it names over c, a
+// stream socket, for ReceiveState at the other end: the state in one
+// frame, the descriptors in as many as they need.
+func SendState(c *net.UnixConn, state []byte, fds []int) error {
+	err := writeFrame(c, handoverHeader{State: state, Fds: len(fds)}, nil)
+	for i := 0; err == nil && i < len(fds); i += maxRights {
+		chunk := fds[i:min(i+maxRights, len(fds))]
+		err = writeFrame(c, len(chunk), chunk)
+	}
+	return err
+}
+
+// ReceiveState receives what SendState sent: the state and the
+// descriptors, this process's own. An error sent in its place (a
+// refusal) is returned as it was sent.
+func ReceiveState(c *net.UnixConn) ([]byte, []int, error) {
 	r := &frameReader{c: c}
 	var h handoverHeader
 	if err := r.next(&h); err != nil {
 		closeFds(r.fds)
-		c.Close()
-		return nil, fmt.Errorf("handover: %w", err)
+		return nil, nil, fmt.Errorf("handover: %w", err)
 	}
 	if h.Error != "" {
 		closeFds(r.fds)
-		c.Close()
-		return nil, errors.New(h.Error)
+		return nil, nil, errors.New(h.Error)
 	}
 	for len(r.fds) < h.Fds {
 		var n int
 		if err := r.next(&n); err != nil {
 			closeFds(r.fds)
-			c.Close()
-			return nil, fmt.Errorf("handover: %d of %d descriptors came: %w", len(r.fds), h.Fds, err)
+			return nil, nil, fmt.Errorf("handover: %d of %d descriptors came: %w", len(r.fds), h.Fds, err)
 		}
 	}
 	if len(r.fds) != h.Fds {
 		closeFds(r.fds)
-		c.Close()
-		return nil, fmt.Errorf("handover: %d descriptors came, %d were sent", len(r.fds), h.Fds)
+		return nil, nil, fmt.Errorf("handover: %d descriptors came, %d were sent", len(r.fds), h.Fds)
 	}
-	c.SetDeadline(time.Now().Add(verdictTimeout))
-	return &Taking{State: h.State, Fds: r.fds, c: c}, nil
+	return h.State, r.fds, nil
 }
 
 // ErrUnconfirmed is a Taken whose verdict went out but whose

@@ -120,27 +120,49 @@ func (r quotaRaw) opening(g string, m map[uint64]string, fh *uint64, open func()
 }
 
 func (r quotaRaw) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	return r.opening(r.callerGroup(cancel, &in.InHeader), r.q.files, &out.Fh, func() fuse.Status { return r.raw.Open(cancel, in, out) })
+	g := r.callerGroup(cancel, &in.InHeader)
+	s := r.opening(g, r.q.files, &out.Fh, func() fuse.Status { return r.raw.Open(cancel, in, out) })
+	if s == fuse.OK {
+		r.f.journalOpen(false, out.Fh, g)
+	}
+	return s
 }
 
 func (r quotaRaw) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	return r.opening(r.callerGroup(cancel, &in.InHeader), r.q.files, &out.Fh, func() fuse.Status { return r.raw.Create(cancel, in, name, out) })
+	g := r.callerGroup(cancel, &in.InHeader)
+	s := r.opening(g, r.q.files, &out.Fh, func() fuse.Status { return r.raw.Create(cancel, in, name, out) })
+	if s == fuse.OK {
+		r.f.journalOpen(false, out.Fh, g)
+	}
+	return s
 }
 
 func (r quotaRaw) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	return r.opening(r.callerGroup(cancel, &in.InHeader), r.q.files, &out.Fh, func() fuse.Status { return r.raw.Tmpfile(cancel, in, out) })
+	g := r.callerGroup(cancel, &in.InHeader)
+	s := r.opening(g, r.q.files, &out.Fh, func() fuse.Status { return r.raw.Tmpfile(cancel, in, out) })
+	if s == fuse.OK {
+		r.f.journalOpen(false, out.Fh, g)
+	}
+	return s
 }
 
 func (r quotaRaw) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	return r.opening(r.callerGroup(cancel, &in.InHeader), r.q.dirs, &out.Fh, func() fuse.Status { return r.raw.OpenDir(cancel, in, out) })
+	g := r.callerGroup(cancel, &in.InHeader)
+	s := r.opening(g, r.q.dirs, &out.Fh, func() fuse.Status { return r.raw.OpenDir(cancel, in, out) })
+	if s == fuse.OK {
+		r.f.journalOpen(true, out.Fh, g)
+	}
+	return s
 }
 
 func (r quotaRaw) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	r.raw.Release(cancel, in)
 	r.q.unbind(r.q.files, in.Fh)
+	r.f.journalClose(false, in.Fh)
 }
 
 func (r quotaRaw) ReleaseDir(in *fuse.ReleaseIn) {
 	r.raw.ReleaseDir(in)
 	r.q.unbind(r.q.dirs, in.Fh)
+	r.f.journalClose(true, in.Fh)
 }

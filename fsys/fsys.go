@@ -53,6 +53,11 @@ type Options struct {
 	// Its files without a descriptor are never spliced nor passed
 	// through. The mount closes it. The default is nil.
 	Tree backing.Tree
+	// Journal, when not nil, tells a supervisor every change of the
+	// mount's state as it is made, so that a new process can serve the
+	// mount should this one die (see Record). Only a mount of Source over
+	// /dev/fuse can be supervised. The mount closes it. The default is nil.
+	Journal *Journal
 	// Mountpoint is where the file system appears. Required.
 	Mountpoint string
 	// Limits are the initial per-group limits, applied in order.
@@ -206,6 +211,10 @@ type FS struct {
 	nodes  map[backing.ID]*node
 	quota  *openQuota // each group's open files and directories
 
+	// journal tells the supervisor of changes (Options.Journal), once
+	// started; nil when none.
+	journal *Journal
+
 	// handed says the mount was handed over to another process (Release)
 	// or, taken over, is dropped (Discard): its files are closed without
 	// a word to the kernel.
@@ -269,6 +278,12 @@ func Mount(opts Options) (*FS, error) {
 	if opts.GroupMaxOpen < 0 {
 		return nil, fmt.Errorf("GroupMaxOpen %d: want 0 (a quarter of the descriptor limit) or more", opts.GroupMaxOpen)
 	}
+	if err := checkJournal(opts); err != nil {
+		return nil, err
+	}
+	if opts.Journal != nil && opts.Transport != TransportURing {
+		opts.Transport = TransportDev // a new process serves /dev/fuse
+	}
 	uring, err := transport(&opts)
 	if err != nil {
 		return nil, err
@@ -330,6 +345,16 @@ func Mount(opts Options) (*FS, error) {
 	}
 	f.server = server
 	f.stop = make(chan struct{})
+	if opts.Journal != nil {
+		if err := f.startJournal(true); err != nil {
+			close(f.stop)
+			server.Unmount()
+			f.tree.Close()
+			eng.Close()
+			return nil, fmt.Errorf("mount %s on %s: supervised: %w", f.source(), opts.Mountpoint, err)
+		}
+		go f.checkpoints()
+	}
 	// A request taken from an io_uring queue is answered in its entry
 	// alone: replies written to /dev/fuse ahead of the handler (early
 	// answers, and the sweep's EINTR to a killed caller held in SOURCE)

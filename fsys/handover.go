@@ -216,10 +216,9 @@ func (f *FS) handoverState(local *backing.Local, h *fuse.Handoff) (*HandoverStat
 			closeAll()
 			return nil, nil, err
 		}
-		h.mu.Lock()
-		st.Files = append(st.Files, FileState{Fh: fh, ID: h.node.id, Fd: i, Opener: h.opener.Path(), Charged: f.quota.files[fh],
-			Cred: *h.cred, Serve: h.serve, Writes: h.writes, Splice: h.splice, Append: h.append, Reading: h.reading})
-		h.mu.Unlock()
+		fs := f.fileState(fh, h)
+		fs.Fd, fs.Charged = i, f.quota.files[fh]
+		st.Files = append(st.Files, fs)
 	}
 	f.files.mu.Unlock()
 	f.dirs.mu.Lock()
@@ -246,6 +245,20 @@ func (f *FS) handoverState(local *backing.Local, h *fuse.Handoff) (*HandoverStat
 		st.Dirs = append(st.Dirs, DirState{Fh: fh, ID: d.id, Fd: i, Mirror: mi, Offset: off, Charged: f.quota.dirs[fh]})
 	}
 	f.dirs.mu.Unlock()
+	f.groupsState(st)
+	return st, fds, nil
+}
+
+// fileState is open file fh's state, its descriptor and charge left out.
+func (f *FS) fileState(fh uint64, h *handle) FileState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return FileState{Fh: fh, ID: h.node.id, Fd: -1, Opener: h.opener.Path(),
+		Cred: *h.cred, Serve: h.serve, Writes: h.writes, Splice: h.splice, Append: h.append, Reading: h.reading}
+}
+
+// groupsState puts every group's limits and figures in st.
+func (f *FS) groupsState(st *HandoverState) {
 	m := f.eng.Metrics()
 	st.Limits = map[string]throttle.Limits{}
 	for _, g := range m.Groups {
@@ -253,7 +266,6 @@ func (f *FS) handoverState(local *backing.Local, h *fuse.Handoff) (*HandoverStat
 		st.LimitsOrder = append(st.LimitsOrder, g.Group)
 		st.Figures = append(st.Figures, GroupFigures{Group: g.Group, Counters: g.Counters, ReadWait: g.ReadWait, WriteWait: g.WriteWait})
 	}
-	return st, fds, nil
 }
 
 // Resume serves again after a Handover whose state was not taken.
@@ -492,6 +504,11 @@ func Adopt(opts Options, st *HandoverState, fds []int, newLimits bool) (*FS, err
 	closeAll() // any the state did not name
 	f.server = server
 	f.stop = make(chan struct{})
+	if opts.Journal != nil {
+		if err := f.startJournal(false); err != nil {
+			return fail(err)
+		}
+	}
 	f.dirty.Store(cmp.Or(st.Dirty, dirty))
 	f.spliceMax = pipeMax() - 2*4096
 	return f, nil
@@ -526,6 +543,9 @@ func (f *FS) Serve() {
 	}
 	if f.mirrors != nil {
 		f.mirrors.Activate()
+	}
+	if f.journal != nil {
+		go f.checkpoints()
 	}
 	go f.server.Serve()
 }

@@ -242,6 +242,9 @@ func (f *FS) ioMode(n *node, file *backing.File, o stack.Open, c *backing.Cred) 
 	if sv.Mode == stack.ServePassthrough {
 		if n.backingID == 0 {
 			n.backingID = f.registerBacking(file, c)
+			if n.backingID != 0 {
+				f.journalBacking(n.id, n.backingID)
+			}
 		}
 		if n.backingID != 0 {
 			n.passRefs++
@@ -311,6 +314,7 @@ func (n *node) leave(sv stack.Serve, writes bool) {
 		if n.passRefs--; n.passRefs == 0 && n.backingID != 0 && !n.fsys.handed.Load() {
 			n.fsys.server.UnregisterBackingFd(n.backingID)
 			n.backingID = 0
+			n.fsys.journalBacking(n.id, 0)
 		}
 	}
 }

@@ -128,6 +128,8 @@ type mountOpts struct {
 	unmountDead bool
 	// takeover takes the mount over from the sluice serving it.
 	takeover bool
+	// supervise keeps the mount across a crash of its process.
+	supervise bool
 	// The cluster whose mounts share the groups' caps (package cluster).
 	cluster, clusterName, clusterHost, clusterCA string
 }
@@ -192,6 +194,7 @@ func mountFlags() (*pflag.FlagSet, *mountOpts) {
 	fs.BoolVar(&o.noExec, "noexec", false, "mount noexec (MS_NOEXEC; fstab: noexec): executing a file on the mount fails with EACCES")
 	fs.BoolVar(&o.unmountDead, "unmount-dead", false, "mount nothing: if MOUNTPOINT holds a sluice mount whose daemon has died (statfs fails with ENOTCONN), detach it (umount -l), and exit. A live mount, or another file system's, is left alone; the service runs this before it mounts (ExecStartPre)")
 	fs.BoolVar(&o.takeover, "takeover", false, "take the mount at MOUNTPOINT over from the sluice serving it, without unmounting (an upgrade): its open files and directories, groups, limits and tags carry over, and applications wait while it happens (the requests being served are answered first, 10 s at most, else the old sluice serves on). With MOUNTPOINT alone, with the old sluice's command line; the old one exits 0. Not over --transport uring, nor while a mirror set resyncs")
+	fs.BoolVar(&o.supervise, "supervise", false, "keep the mount through a crash of the process serving it: this process stays as a small supervisor holding the FUSE connection, a descriptor of every open file and directory and a record of the objects the kernel holds, and runs the mount in a child; should the child die (kill -9, a panic), a new one serves on within a second, and applications wait rather than fail. SIGUSR2 to the supervisor restarts the child from the binary on disk the same way (an upgrade). Not with a mirror set, nor --transport uring")
 	flagDoc(fs, groupMount, map[string]string{"config": "FILE"})
 
 	fs.StringVar(&o.logLevel, "log-level", "info", "what the log (stderr, as key=value lines) shows: debug (every FUSE request too), info (start, stop, reloads), warn (a mirror turning stale, failures), error")
@@ -262,6 +265,24 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 		tk.abort(errors.New("--unmount-dead mounts nothing"))
 		return unmountDead(opts.Mountpoint, stdout)
 	}
+	var rc *recovering
+	switch {
+	case o.supervise && tk != nil:
+		tk.abort(errors.New("--supervise with --takeover"))
+		return usagef("--takeover with --supervise: a supervised mount is upgraded by SIGUSR2 to its supervisor, which restarts sluice from the binary on disk")
+	case o.supervise && !supervised():
+		if err := checkSupervise(opts); err != nil {
+			return err
+		}
+		return supervise(opts, opts.Logger)
+	case supervised():
+		if opts.Journal, err = journalOf(opts.Logger); err != nil {
+			return err
+		}
+		if rc, err = startRecovering(); err != nil {
+			return err
+		}
+	}
 	config := o.config
 	var ln net.Listener
 	if o.metrics != "" && tk == nil {
@@ -283,9 +304,12 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	var m *fsys.FS
-	if tk != nil {
+	switch {
+	case tk != nil:
 		m, err = tk.take(opts)
-	} else {
+	case rc != nil:
+		m, err = rc.take(opts)
+	default:
 		m, err = fsys.Mount(opts)
 	}
 	if err != nil {
@@ -356,12 +380,15 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 		log.Info("serving, taken over", "mirrors", strings.Join(m.Mirrors().Dirs(), ","), "mountpoint", opts.Mountpoint, "from_pid", tk.pid, "open_files", tk.files, "open_dirs", tk.dirs)
 	case tk != nil:
 		log.Info("serving, taken over", "source", opts.Source, "mountpoint", opts.Mountpoint, "from_pid", tk.pid, "open_files", tk.files, "open_dirs", tk.dirs)
+	case rc != nil:
+		log.Info("serving, taken over after a crash", "source", opts.Source, "mountpoint", opts.Mountpoint, "dead_pid", rc.st.Pid, "open_files", len(rc.st.FS.Files), "open_dirs", len(rc.st.FS.Dirs))
 	case len(opts.Mirrors) > 0:
 		log.Info("serving", "mirrors", strings.Join(opts.Mirrors, ","), "mountpoint", opts.Mountpoint, "read_policy", opts.ReadPolicy)
 	default:
 		log.Info("serving", "source", opts.Source, "mountpoint", opts.Mountpoint)
 	}
 	notify(log, "READY=1") // a Type=notify service is up
+	m.Checkpoint()         // the limits in force, for a supervisor
 
 	go func() {
 		for range hup {
@@ -376,7 +403,8 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 	}()
 	go func() {
 		for range usr2 {
-			if t.handing.Load() || t.handed.Load() {
+			if t.handing.Load() || t.handed.Load() || supervised() {
+				// A supervised mount is upgraded by its supervisor.
 				continue
 			}
 			t.upgrade(log)
@@ -465,7 +493,10 @@ func (t *target) begin() (end func(), err error) {
 		t.changes.RUnlock()
 		return nil, errors.New("the mount is being handed over to another sluice: try again in a moment, there")
 	}
-	return t.changes.RUnlock, nil
+	return func() {
+		t.changes.RUnlock()
+		t.m.Checkpoint() // for a supervisor
+	}, nil
 }
 
 // closeListeners closes the mount's cluster membership, metrics listener

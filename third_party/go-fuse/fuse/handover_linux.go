@@ -202,6 +202,26 @@ func (ms *Server) drain(changed <-chan struct{}, timeout <-chan time.Time, wait 
 		}
 	}
 
+	return ms.handoff()
+}
+
+// Connection returns a Handoff of the connection this server serves, as
+// Handover would, without stopping: for a process that keeps the
+// connection, and what it was negotiated with, to start another server on
+// it should this process die (a crash supervisor). The server must be
+// serving /dev/fuse (not io_uring). RetrieveNext is the next retrieve's
+// unique at the time of the call: one made from the Handoff of a process
+// that went on serving should start well above it.
+func (ms *Server) Connection() (*Handoff, error) {
+	if ms.uring != nil {
+		return nil, errors.New("the connection is served over io_uring; a server taking it needs the /dev/fuse transport")
+	}
+	return ms.handoff()
+}
+
+// handoff dups the connection's descriptor into a Handoff.
+func (ms *Server) handoff() (*Handoff, error) {
+	r := ms.fuseFD
 	var fd int
 	var err error
 	if cerr := r.withFD(func(f int) {

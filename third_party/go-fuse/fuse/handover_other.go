@@ -23,3 +23,8 @@ func (ms *Server) Handover(wait time.Duration) (*Handoff, error) {
 func NewServerFrom(fs RawFileSystem, mountPoint string, h *Handoff, opts *MountOptions) (*Server, error) {
 	return nil, errHandoverLinux
 }
+
+// Connection returns the connection's Handoff on Linux; here it fails.
+func (ms *Server) Connection() (*Handoff, error) {
+	return nil, errHandoverLinux
+}
