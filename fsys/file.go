@@ -341,7 +341,12 @@ func (h *handle) readStraight(ctx context.Context, unique uint64, g *throttle.Gr
 // (mmap of a direct open, a file opened before its group had a limit) it
 // is written at once and charged as debt (stack.WriteBack) rather than
 // queued behind the budget.
-func (h *handle) write(ctx context.Context, unique uint64, data []byte, off int64, kill, cached bool) (uint32, syscall.Errno) {
+//
+// An append (a handle opened with O_APPEND, without the write cache) goes
+// to the backing file's end, found here, unless placed says it was found
+// before (a request served again after a crash); place is told where it
+// goes before it is written.
+func (h *handle) write(ctx context.Context, unique uint64, data []byte, off int64, kill, cached, placed bool, place func(int64)) (uint32, syscall.Errno) {
 	f := h.node.fsys
 	if kill {
 		// The caller lacks CAP_FSETID: a write drops the set-id bits, as
@@ -362,7 +367,7 @@ func (h *handle) write(ctx context.Context, unique uint64, data []byte, off int6
 		}
 	}
 	id := uint64(h.node.id)
-	if h.append && !cached {
+	if h.append && !cached && !placed {
 		// The kernel's offset for an append is the end of the file as
 		// it last saw it; SOURCE may have grown behind the mount since.
 		h.node.appendMu.Lock()
@@ -372,6 +377,7 @@ func (h *handle) write(ctx context.Context, unique uint64, data []byte, off int6
 			return 0, errno(err)
 		}
 		off = end
+		place(off)
 	}
 	var w engine.WriterAt = h.file
 	if f.nearFull() {

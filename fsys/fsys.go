@@ -411,11 +411,16 @@ func Mount(opts Options) (*FS, error) {
 // mountOptions are the FUSE options of the mount, and the bound on its
 // dirty pages it asks for (see Options.MapDirty).
 func (f *FS) mountOptions(uring bool) (fuse.MountOptions, int64) {
+	var arena fuse.RequestArena
+	if j := f.opts.Journal; j != nil && j.arena != nil {
+		arena = j.arena
+	}
 	mo := fuse.MountOptions{
+		RequestArena:  arena,
 		AllowOther:    f.opts.AllowOther,
 		FsName:        f.source(),
 		Name:          "sluice",
-		MaxWrite:      1 << 20,
+		MaxWrite:      maxWrite,
 		MaxReadAhead:  1 << 20,
 		MaxBackground: maxBackground,
 		Debug:         f.opts.Debug,

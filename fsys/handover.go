@@ -544,8 +544,11 @@ func (f *FS) Serve() {
 	if f.mirrors != nil {
 		f.mirrors.Activate()
 	}
-	if f.journal != nil {
+	if j := f.journal; j != nil {
 		go f.checkpoints()
+		// The requests the dead process read and did not answer.
+		f.server.Replay(j.pending)
+		j.pending = nil
 	}
 	go f.server.Serve()
 }

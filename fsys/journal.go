@@ -80,16 +80,32 @@ type Journal struct {
 	dead atomic.Bool
 	once sync.Once
 	log  func(err error)
+	// arena holds the requests being served; pending are those a
+	// process that died left there unanswered.
+	arena   *requestArena
+	pending [][]byte
 }
 
 // NewJournal makes a Journal that sends on fd, a SOCK_SEQPACKET socket it
-// takes over. log, if not nil, is told once when the supervisor cannot be
-// reached (the mount then serves on, no longer kept for a crash).
-func NewJournal(fd int, log func(err error)) *Journal {
+// takes over; requests are read into the memfd arena (ArenaBytes long;
+// -1 for none), which it maps and closes. log, if not nil, is told once
+// when the supervisor cannot be reached (the mount then serves on, no
+// longer kept for a crash).
+func NewJournal(fd, arena int, log func(err error)) (*Journal, error) {
 	// Changes come in bursts (a tree listed with its attributes); the
 	// supervisor reads them as they come.
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20)
-	return &Journal{fd: fd, log: log}
+	j := &Journal{fd: fd, log: log}
+	if arena >= 0 {
+		a, err := newRequestArena(arena)
+		unix.Close(arena)
+		if err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+		j.arena, j.pending = a, a.pending()
+	}
+	return j, nil
 }
 
 // send sends m with the descriptors fds (read, not taken).

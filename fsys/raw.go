@@ -245,13 +245,24 @@ func (r *raw) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Re
 	return res, fuse.Status(e)
 }
 
+// writePlaced marks a write request whose offset sluice has decided (an
+// append's): a bit of write_flags the kernel does not use.
+const writePlaced = 1 << 31
+
 func (r *raw) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	h, ok := r.f.files.get(in.Fh)
 	if !ok {
 		return 0, fuse.EBADF
 	}
+	// Where an append goes is written into the request itself, which a
+	// supervised mount keeps until it is answered: served again after a
+	// crash, it goes there, not to the end again.
 	n, e := h.write(ctxOf(cancel, &in.InHeader), in.Unique, data, int64(in.Offset),
-		in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0, in.WriteFlags&fuse.WRITE_CACHE != 0)
+		in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0, in.WriteFlags&fuse.WRITE_CACHE != 0,
+		in.WriteFlags&writePlaced != 0, func(off int64) {
+			in.Offset = uint64(off)
+			in.WriteFlags |= writePlaced
+		})
 	return n, fuse.Status(e)
 }
 

@@ -33,6 +33,7 @@ import (
 // the record comes on.
 const (
 	journalEnv = "SLUICE_JOURNAL_FD"
+	arenaEnv   = "SLUICE_ARENA_FD"
 	recoverEnv = "SLUICE_RECOVER_FD"
 )
 
@@ -88,6 +89,16 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 	defer signal.Stop(sigs)
 	rec := fsys.NewRecord()
 	defer rec.Close()
+	// The requests being served live here (fsys.ArenaBytes).
+	afd, err := unix.MemfdCreate("sluice-requests", unix.MFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("--supervise: the requests' memory: %v", err)
+	}
+	arena := os.NewFile(uintptr(afd), "sluice-requests")
+	defer arena.Close()
+	if err := arena.Truncate(fsys.ArenaBytes()); err != nil {
+		return fmt.Errorf("--supervise: the requests' memory: %v", err)
+	}
 	var (
 		crashes  []time.Time
 		stopping bool
@@ -95,7 +106,7 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 		ready    bool
 	)
 	for {
-		child, journal, err := startChild(exe, rec, dead)
+		child, journal, err := startChild(exe, rec, arena, dead)
 		if err != nil {
 			if !rec.Started() {
 				return err
@@ -190,7 +201,7 @@ func stopDead(opts fsys.Options, log *slog.Logger, why error) error {
 
 // startChild starts this command line again as a child, with the journal's
 // socket, and after a crash (a record started) the record on another.
-func startChild(exe string, rec *fsys.Record, dead int) (*exec.Cmd, *os.File, error) {
+func startChild(exe string, rec *fsys.Record, arena *os.File, dead int) (*exec.Cmd, *os.File, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
@@ -201,13 +212,16 @@ func startChild(exe string, rec *fsys.Record, dead int) (*exec.Cmd, *os.File, er
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// The supervisor is the service's main process, and says when the
 	// mount is ready.
-	env := []string{journalEnv + "=3"}
+	env := []string{journalEnv + "=3", arenaEnv + "=4"}
 	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "NOTIFY_SOCKET=") && !strings.HasPrefix(e, journalEnv+"=") && !strings.HasPrefix(e, recoverEnv+"=") {
+		k, _, _ := strings.Cut(e, "=")
+		switch k {
+		case "NOTIFY_SOCKET", journalEnv, arenaEnv, recoverEnv:
+		default:
 			env = append(env, e)
 		}
 	}
-	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.ExtraFiles = []*os.File{theirs, arena}
 	// Its own process group: a Ctrl-C reaches the supervisor, which
 	// passes it on once. Should the supervisor die, the child serves on,
 	// no longer kept for a crash.
@@ -229,7 +243,7 @@ func startChild(exe string, rec *fsys.Record, dead int) (*exec.Cmd, *os.File, er
 		}
 		handing = c.(*net.UnixConn)
 		cmd.ExtraFiles = append(cmd.ExtraFiles, rtheirs)
-		env = append(env, recoverEnv+"=4")
+		env = append(env, recoverEnv+"=5")
 	}
 	cmd.Env = env
 	if err := cmd.Start(); err != nil {
@@ -305,7 +319,12 @@ func journalOf(log *slog.Logger) (*fsys.Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fsys.NewJournal(fd, func(err error) { log.Warn("supervisor unreachable", "err", err) }), nil
+	afd, err := inheritedFd(arenaEnv)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return fsys.NewJournal(fd, afd, func(err error) { log.Warn("supervisor unreachable", "err", err) })
 }
 
 // recovering is a supervisor's child taking the mount over after a crash.

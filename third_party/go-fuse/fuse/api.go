@@ -167,6 +167,14 @@ type MountOptions struct {
 	// Concurrency for synchronous I/O is not limited.
 	MaxBackground int
 
+	// RequestArena, when not nil, gives the buffers requests are read
+	// into, each kept by its request until it is answered (a request
+	// read into one is never copied out of it): memory that outlives the
+	// process, where a new server finds the requests this one read and
+	// did not answer (Server.Replay). When it has none free, a request is
+	// read into the server's own buffer.
+	RequestArena RequestArena
+
 	// MaxInflightRequestBytes controls the number of bytes used for
 	// request structs and input buffers checked out by go-fuse. This
 	// includes buffers used by readers waiting on the kernel and requests

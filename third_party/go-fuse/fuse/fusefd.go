@@ -113,7 +113,16 @@ func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 	r.reqMu.Unlock()
 
 	req = r.reqPool.Get().(*requestAlloc)
-	dest := r.readPool.Get().([]byte)
+	var dest []byte
+	arena := false
+	if a := ms.opts.RequestArena; a != nil {
+		if dest = a.Get(); dest != nil {
+			arena = true
+		}
+	}
+	if dest == nil {
+		dest = r.readPool.Get().([]byte)
+	}
 
 	var n int
 	err := handleEINTR(func() error {
@@ -127,7 +136,7 @@ func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 	})
 	if err != nil {
 		r.reqMu.Lock()
-		r.putReadBuf(dest)
+		r.putReadBuf(dest, arena)
 		r.putReq(req)
 		r.reqReaders--
 		r.ho.signal()
@@ -137,10 +146,15 @@ func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 
 	r.reqMu.Lock()
 	defer r.reqMu.Unlock()
-	gobbled := req.setInput(dest[:n])
+	gobbled := req.setInput(dest[:n], arena)
+	req.arena = gobbled && arena
 	if len(req.inputBuf) < int(unsafe.Sizeof(InHeader{})) {
 		log.Printf("Short read for input header: %v", req.inputBuf)
-		r.putReadBuf(dest)
+		if gobbled {
+			req.bufferPoolInputBuf = nil
+			req.arena = false
+		}
+		r.putReadBuf(dest, arena)
 		r.putReq(req)
 		r.reqReaders--
 		r.ho.signal()
@@ -154,7 +168,7 @@ func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 	needsBackPressure := (opCode == _OP_FORGET || opCode == _OP_BATCH_FORGET)
 
 	if !gobbled {
-		r.putReadBuf(dest)
+		r.putReadBuf(dest, arena)
 	}
 	r.reqReaders--
 	r.tookLocked(req)
@@ -182,7 +196,8 @@ func (r *fuseFD) returnRequest(req *requestAlloc) {
 	r.reqMu.Lock()
 	if p := req.bufferPoolInputBuf; p != nil {
 		req.bufferPoolInputBuf = nil
-		r.putReadBuf(p)
+		r.putReadBuf(p, req.arena)
+		req.arena = false
 	}
 	r.putReq(req)
 	r.returnedLocked(req)
@@ -214,8 +229,12 @@ func (r *fuseFD) requestBytes() int {
 	return r.reqAllocBytes + r.readBufBytes
 }
 
-func (r *fuseFD) putReadBuf(buf []byte) {
-	r.readPool.Put(buf)
+func (r *fuseFD) putReadBuf(buf []byte, arena bool) {
+	if arena {
+		r.server.opts.RequestArena.Put(buf)
+	} else {
+		r.readPool.Put(buf)
+	}
 	r.inflightRequestBytes -= r.readBufBytes
 }
 

@@ -338,3 +338,23 @@ func NewServerFrom(fs RawFileSystem, mountPoint string, h *Handoff, opts *MountO
 	ms.fuseFD.addLoop()
 	return ms, nil
 }
+
+// Replay serves requests a server that died had read and not answered,
+// found in its MountOptions.RequestArena: each of bufs holds one request
+// as read from the device, in a buffer of this server's RequestArena
+// (Put back once answered). Call it on a server made by NewServerFrom,
+// before Serve. A request the dead server had answered just before it
+// died is served again, and its answer refused by the kernel (ENOENT).
+func (ms *Server) Replay(bufs [][]byte) {
+	r := ms.fuseFD
+	for _, buf := range bufs {
+		req := r.reqPool.Get().(*requestAlloc)
+		r.reqMu.Lock()
+		r.inflightRequestBytes += r.requestBytes()
+		req.setInput(buf, true)
+		req.arena = true
+		r.tookLocked(req)
+		r.reqMu.Unlock()
+		go ms.handleRequest(req)
+	}
+}

@@ -28,3 +28,7 @@ func NewServerFrom(fs RawFileSystem, mountPoint string, h *Handoff, opts *MountO
 func (ms *Server) Connection() (*Handoff, error) {
 	return nil, errHandoverLinux
 }
+
+// Replay serves requests of a server that died on Linux; here it does
+// nothing.
+func (ms *Server) Replay(bufs [][]byte) {}

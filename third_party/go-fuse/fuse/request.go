@@ -63,7 +63,9 @@ type requestAlloc struct {
 
 	// Request storage. For large inputs and outputs, use data
 	// obtained through bufferpool.
-	bufferPoolInputBuf  []byte
+	bufferPoolInputBuf []byte
+	// arena: bufferPoolInputBuf is a MountOptions.RequestArena's.
+	arena               bool
 	bufferPoolOutputBuf []byte
 
 	// For small pieces of data, we use the following inline arrays:
@@ -211,8 +213,8 @@ func (r *request) OutputDebug() string {
 }
 
 // setInput returns true if it takes ownership of the argument, false if not.
-func (r *requestAlloc) setInput(input []byte) bool {
-	if len(input) < len(r.smallInputBuf) {
+func (r *requestAlloc) setInput(input []byte, keep bool) bool {
+	if len(input) < len(r.smallInputBuf) && !keep {
 		copy(r.smallInputBuf[:], input)
 		r.inputBuf = r.smallInputBuf[:len(input)]
 		return false
