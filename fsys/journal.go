@@ -71,6 +71,7 @@ const (
 	jCloseDir = "closedir"
 	jBacking  = "backing"
 	jGroups   = "groups"
+	jUp       = "up" // a new process serves the mount after a crash
 )
 
 // Journal is the serving process's end of the journal: a SOCK_SEQPACKET
@@ -193,6 +194,7 @@ func (f *FS) startJournal(fresh bool) error {
 		if err != nil {
 			return err
 		}
+		j.send(&JournalMsg{Kind: jUp})
 		f.journal = j
 		return nil
 	}
@@ -450,6 +452,7 @@ func (r *Record) Apply(b []byte, fds []int) error {
 		if m.Groups != nil {
 			r.groups = m.Groups
 		}
+	case jUp:
 	default:
 		return fmt.Errorf("journal message of kind %q", m.Kind)
 	}

@@ -37,12 +37,10 @@ const (
 	recoverEnv = "SLUICE_RECOVER_FD"
 )
 
-// crashLoop: this many crashes within crashWindow and the supervisor
-// gives up (the mount then ends: its applications get ENOTCONN).
-const (
-	crashLoop   = 5
-	crashWindow = 30 * time.Second
-)
+// crashLoop: this many new processes in a row die before they serve,
+// and the supervisor gives up (the mount then ends: its applications get
+// ENOTCONN).
+const crashLoop = 5
 
 // recoverState is what the supervisor hands a new child after a crash.
 type recoverState struct {
@@ -100,7 +98,7 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 		return fmt.Errorf("--supervise: the requests' memory: %v", err)
 	}
 	var (
-		crashes  []time.Time
+		failed   int // new processes in a row that died before they served
 		stopping bool
 		dead     int // the child that died, for the next one's log
 		ready    bool
@@ -116,8 +114,11 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 		}
 		log.Debug("supervisor: serving through", "pid", child.Process.Pid)
 		started := make(chan struct{}, 1)
-		read := make(chan error, 1)
-		go func() { read <- readJournal(journal, rec, started) }()
+		read := make(chan journalRead, 1)
+		go func() {
+			n, err := readJournal(journal, rec, started)
+			read <- journalRead{n, err}
+		}()
 		exited := make(chan error, 1)
 		go func() { exited <- child.Wait() }()
 		var werr error
@@ -148,8 +149,9 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 			}
 		}
 		// Everything the child sent before it died is queued: read it.
-		if err := <-read; err != nil {
-			log.Error("supervisor: the journal", "err", err)
+		r := <-read
+		if r.err != nil {
+			log.Error("supervisor: the journal", "err", r.err)
 		}
 		journal.Close()
 		code := exitCode(werr)
@@ -162,13 +164,10 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 		case stopping:
 			return stopDead(opts, log, fmt.Errorf("sluice (pid %d) died while stopping: %v", child.Process.Pid, werr))
 		}
-		now := time.Now()
-		crashes = append(crashes, now)
-		for len(crashes) > 0 && now.Sub(crashes[0]) > crashWindow {
-			crashes = crashes[1:]
-		}
-		if len(crashes) >= crashLoop {
-			return stopDead(opts, log, fmt.Errorf("sluice died %d times in %v, the last (pid %d): %v", len(crashes), crashWindow, child.Process.Pid, werr))
+		if r.n > 0 {
+			failed = 0
+		} else if failed++; failed >= crashLoop {
+			return stopDead(opts, log, fmt.Errorf("%d new sluices in a row died before they served, the last (pid %d): %v", failed, child.Process.Pid, werr))
 		}
 		dead = child.Process.Pid
 		log.Warn("supervisor: sluice died; a new one takes the mount over", "pid", dead, "exit", werr.Error(),
@@ -272,20 +271,29 @@ func startChild(exe string, rec *fsys.Record, arena *os.File, dead int) (*exec.C
 	return cmd, journal, nil
 }
 
+// journalRead is what readJournal read of one child: how many messages,
+// and the first error.
+type journalRead struct {
+	n   int
+	err error
+}
+
 // readJournal applies the journal's messages to rec until the child's end
-// closes; started gets a token when the journal starts.
-func readJournal(f *os.File, rec *fsys.Record, started chan<- struct{}) error {
+// closes, and returns how many it read; started gets a token when the
+// journal starts.
+func readJournal(f *os.File, rec *fsys.Record, started chan<- struct{}) (int, error) {
 	fd := int(f.Fd())
 	buf := make([]byte, 4<<20)
 	oob := make([]byte, unix.CmsgSpace(4*253))
 	var first error
+	count := 0
 	for {
 		n, oobn, flags, _, err := unix.Recvmsg(fd, buf, oob, 0)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
-			return errors.Join(first, err)
+			return count, errors.Join(first, err)
 		}
 		var fds []int
 		if oobn > 0 {
@@ -298,11 +306,12 @@ func readJournal(f *os.File, rec *fsys.Record, started chan<- struct{}) error {
 			}
 		}
 		if n == 0 && oobn == 0 {
-			return first // the child's end closed
+			return count, first // the child's end closed
 		}
 		if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 && first == nil {
 			first = fmt.Errorf("a journal message was cut short (%d bytes)", n)
 		}
+		count++
 		was := rec.Started()
 		if err := rec.Apply(buf[:n], fds); err != nil && first == nil {
 			first = err

@@ -486,6 +486,34 @@ func TestTakeoverFio(t *testing.T) {
 
 func takeoverFio(t *testing.T, pass string) {
 	_, src, mnt := srcMnt(t)
+	prepareFioPair(t, src)
+	_, oldErr, oldExited, _ := startMount(t, mnt, "mount", "--passthrough="+pass, "--limit", "tenants/a rbps=8MiB", "--group", "tenants/a uid=4243", src, mnt)
+	p := startFioPair(t, mnt, "8s")
+	exited := oldExited
+	for range 6 {
+		time.Sleep(time.Second)
+		_, _, x, _ := startTakeover2(t, mnt)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the serving sluice did not exit after a takeover")
+		}
+		exited = x
+	}
+	// Never above the limit; below it by the takeovers' pauses at most
+	// (each a few tens of ms, longer on a loaded machine: a pause is time
+	// the reader does not get back).
+	p.check(t, "6 takeovers", oldErr, 0.90)
+}
+
+// fioLimit is the limited reader's limit in TestTakeoverFio and
+// TestSuperviseFio.
+const fioLimit = 8 << 20
+
+// prepareFioPair makes in src the directories of the fio runs of
+// startFioPair, and the file the reader reads.
+func prepareFioPair(t *testing.T, src string) {
+	t.Helper()
 	for _, d := range []struct {
 		name string
 		uid  int
@@ -500,11 +528,21 @@ func takeoverFio(t *testing.T, pass string) {
 	f.Write(make([]byte, 64<<20))
 	f.Close()
 	os.Chown(filepath.Join(src, "r", "file"), 4243, 4243)
-	const limit = 8 << 20
-	_, oldErr, oldExited, _ := startMount(t, mnt, "mount", "--passthrough="+pass, "--limit", "tenants/a rbps=8MiB", "--group", "tenants/a uid=4243", src, mnt)
+}
 
+// fioPair is two fio runs on a mount for runtime: one writing random
+// blocks of 4 KiB to 256 KiB and verifying them (crc32c) as uid 4244, in
+// no limited group, and one reading 64 KiB at random as uid 4243, in a
+// group held to fioLimit.
+type fioPair struct {
+	reader, writer *exec.Cmd
+	rout, wout     *bytes.Buffer
+}
+
+func startFioPair(t *testing.T, mnt, runtime string) *fioPair {
+	t.Helper()
 	fio := func(uid uint32, args ...string) (*exec.Cmd, *bytes.Buffer) {
-		cmd := exec.Command("fio", append([]string{"--ioengine=psync", "--time_based", "--runtime=8s", "--output-format=json"}, args...)...)
+		cmd := exec.Command("fio", append([]string{"--ioengine=psync", "--time_based", "--runtime=" + runtime, "--output-format=json"}, args...)...)
 		cmd.Dir = "/"
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 		out := new(bytes.Buffer)
@@ -512,26 +550,24 @@ func takeoverFio(t *testing.T, pass string) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { cmd.Process.Kill() })
 		return cmd, out
 	}
-	reader, rout := fio(4243, "--name=r", "--filename="+filepath.Join(mnt, "r", "file"), "--readonly", "--rw=randread", "--bs=64k", "--size=64M")
-	writer, wout := fio(4244, "--name=w", "--directory="+filepath.Join(mnt, "w"), "--rw=randwrite", "--bsrange=4k-256k", "--size=32M",
+	p := &fioPair{}
+	p.reader, p.rout = fio(4243, "--name=r", "--filename="+filepath.Join(mnt, "r", "file"), "--readonly", "--rw=randread", "--bs=64k", "--size=64M")
+	p.writer, p.wout = fio(4244, "--name=w", "--directory="+filepath.Join(mnt, "w"), "--rw=randwrite", "--bsrange=4k-256k", "--size=32M",
 		"--verify=crc32c", "--verify_backlog=16", "--do_verify=1", "--verify_fatal=1")
-	exited, logs := oldExited, []*safeBuffer{}
-	for range 6 {
-		time.Sleep(time.Second)
-		_, e, x, _ := startTakeover2(t, mnt)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			t.Fatal("the serving sluice did not exit after a takeover")
-		}
-		exited = x
-		logs = append(logs, e)
-	}
-	rerr, werr := reader.Wait(), writer.Wait()
+	return p
+}
+
+// check waits for both runs, which must end without an error or a block
+// that fails to verify, and the limited reader read at minRatio to 1.02
+// of its limit over the run, across what the runs went through (what).
+func (p *fioPair) check(t *testing.T, what string, log fmt.Stringer, minRatio float64) {
+	t.Helper()
+	rerr, werr := p.reader.Wait(), p.writer.Wait()
 	if rerr != nil || werr != nil {
-		t.Fatalf("fio failed: reader %v, writer %v\nreader:\n%s\nwriter:\n%s\nfirst sluice:\n%s", rerr, werr, rout, wout, oldErr)
+		t.Fatalf("fio failed: reader %v, writer %v\nreader:\n%s\nwriter:\n%s\nsluice:\n%s", rerr, werr, p.rout, p.wout, log)
 	}
 	type job struct {
 		Error int `json:"error"`
@@ -560,21 +596,18 @@ func takeoverFio(t *testing.T, pass string) {
 		}
 		return r.Jobs[0]
 	}
-	r, w := parse(rout), parse(wout)
+	r, w := parse(p.rout), parse(p.wout)
 	if r.Error != 0 || w.Error != 0 {
 		t.Fatalf("fio jobs ended with errors %d and %d", r.Error, w.Error)
 	}
 	if w.Write.IOBytes == 0 {
 		t.Fatal("the writer wrote nothing")
 	}
-	ratio := float64(r.Read.IOBytes) / (float64(r.Read.Runtime) / 1000) / limit
-	t.Logf("limited reader at %.3f of its limit, its longest read %.1f ms; the writer wrote %d MiB and verified it across 6 takeovers, its longest write %.1f ms, its longest verifying read %.1f ms",
-		ratio, float64(r.Read.Clat.Max)/1e6, w.Write.IOBytes>>20, float64(w.Write.Clat.Max)/1e6, float64(w.Read.Clat.Max)/1e6)
-	// Never above the limit; below it by the takeovers' pauses at most
-	// (each a few tens of ms, longer on a loaded machine: a pause is time
-	// the reader does not get back).
-	if ratio < 0.90 || ratio > 1.02 {
-		t.Errorf("the limited reader read at %.3f of its limit across the takeovers, want 0.90 to 1.02", ratio)
+	ratio := float64(r.Read.IOBytes) / (float64(r.Read.Runtime) / 1000) / fioLimit
+	t.Logf("limited reader at %.3f of its limit, its longest read %.1f ms; the writer wrote %d MiB and verified it across %s, its longest write %.1f ms, its longest verifying read %.1f ms",
+		ratio, float64(r.Read.Clat.Max)/1e6, w.Write.IOBytes>>20, what, float64(w.Write.Clat.Max)/1e6, float64(w.Read.Clat.Max)/1e6)
+	if ratio < minRatio || ratio > 1.02 {
+		t.Errorf("the limited reader read at %.3f of its limit across %s, want %.2f to 1.02", ratio, what, minRatio)
 	}
 }
 

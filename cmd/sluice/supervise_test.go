@@ -1,0 +1,186 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sluice/control"
+)
+
+// startSupervised starts sluice mount --supervise with args (SOURCE and
+// MOUNTPOINT last) and returns once the mount serves.
+func startSupervised(t *testing.T, mnt string, args ...string) serving {
+	t.Helper()
+	cmd := sluice(append([]string{"mount", "--supervise"}, args...)...)
+	log := &safeBuffer{}
+	exited, waitErr := runCmd(t, cmd, log)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := control.Stat(mnt); err == nil && isMounted(mnt) {
+			break
+		}
+		select {
+		case <-exited:
+			t.Fatalf("sluice mount --supervise exited: %v\n%s", *waitErr, log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving after 10 s:\n%s", log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return serving{log, exited, waitErr}
+}
+
+// children are the pids of pid's children (of all its threads: each
+// lists those it started).
+func children(t *testing.T, pid int) []int {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("the threads of pid %d: %v", pid, err)
+	}
+	var pids []int
+	for _, task := range tasks {
+		b, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(b)) {
+			n, _ := strconv.Atoi(f)
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+// supervisedChild returns the pid of the sluice serving a supervised
+// mount, the child of the supervisor pid.
+func supervisedChild(t *testing.T, pid int) int {
+	t.Helper()
+	c := children(t, pid)
+	if len(c) != 1 {
+		t.Fatalf("the supervisor has children %v, want one", c)
+	}
+	return c[0]
+}
+
+// crash kills the sluice serving a supervised mount with SIGKILL, and
+// returns once another serves it: the n-th since the mount started.
+func crash(t *testing.T, sup int, s serving, n int) {
+	t.Helper()
+	child := supervisedChild(t, sup)
+	if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(s.log.String(), "serving, taken over after a crash") < n {
+		select {
+		case <-s.exited:
+			t.Fatalf("the supervisor exited: %v\n%s", *s.waitErr, s.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new sluice serves 10 s after pid %d was killed:\n%s", child, s.log)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestSupervise: the sluice serving a supervised mount is killed with
+// SIGKILL three times while a tenant of another uid, in a limited group,
+// holds a file open for reading, one for appending and a directory half
+// listed, and works in the mount: none of its operations fails, its
+// appends are all there once each and in order, its listing has every
+// name once, and the limits (a set made at run time among them) hold in
+// each new sluice. SIGTERM to the supervisor then unmounts, and it exits
+// 0.
+func TestSupervise(t *testing.T) {
+	needMount(t)
+	dir, src, mnt := srcMnt(t)
+	exe := tenantExe(t, dir)
+	fillTenantTree(t, src)
+	s := startSupervised(t, mnt, "--limit", "tenants/a rbps=8MiB", "--group", "tenants/a uid=4243", src, mnt)
+	if out, err := sluice("set", mnt, "default wiops=500").CombinedOutput(); err != nil {
+		t.Fatalf("set: %v\n%s", err, out)
+	}
+	stop := startTenant(t, exe, mnt)
+	sup := supervisorOf(t)
+	for i := 1; i <= 3; i++ {
+		time.Sleep(300 * time.Millisecond) // the tenant at work
+		crash(t, sup, s, i)
+	}
+	time.Sleep(300 * time.Millisecond)
+	st, err := control.Stat(mnt)
+	if err != nil {
+		t.Fatalf("stat after the crashes: %v", err)
+	}
+	if g := find(st, "default"); g == nil || !strings.Contains(g.Limits, "wiops=500") {
+		t.Errorf("the limit set at run time did not hold through the crashes: %+v", g)
+	}
+	if g := find(st, "tenants/a"); g == nil || !strings.Contains(g.Limits, "rbps=8MiB") {
+		t.Errorf("the command line's limit did not hold through the crashes: %+v", g)
+	}
+	res := stop()
+	checkAppends(t, filepath.Join(src, "own", "log"), res.Appends)
+	if err := syscall.Kill(sup, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the supervisor did not exit on SIGTERM:\n%s", s.log)
+	}
+	if *s.waitErr != nil {
+		t.Errorf("the supervisor exited with %v:\n%s", *s.waitErr, s.log)
+	}
+	if isMounted(mnt) {
+		t.Error("still mounted after SIGTERM")
+	}
+}
+
+// supervisorOf is the pid of the supervisor this test started.
+func supervisorOf(t *testing.T) int {
+	t.Helper()
+	for _, pid := range children(t, os.Getpid()) {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.Contains(string(cmdline), "--supervise") {
+			return pid
+		}
+	}
+	t.Fatal("no supervisor among this test's children")
+	return 0
+}
+
+// TestSuperviseFio: the sluice serving a supervised mount is killed with
+// SIGKILL every 2 s under TestTakeoverFio's two fio runs (a writer of
+// random blocks verified with crc32c, unlimited; a reader held to 8 MiB/s):
+// both end without an error or a block that fails to verify, and the
+// reader's rate over the run stays at its limit. Without passthrough,
+// every read and write is a request sluice serves, so kills land on
+// requests being served.
+func TestSuperviseFio(t *testing.T) {
+	needMount(t)
+	if _, err := exec.LookPath("fio"); err != nil {
+		t.Skip("skipping: fio is not installed")
+	}
+	for _, pass := range []string{"true", "false"} {
+		t.Run("passthrough="+pass, func(t *testing.T) {
+			_, src, mnt := srcMnt(t)
+			prepareFioPair(t, src)
+			s := startSupervised(t, mnt, "--passthrough="+pass, "--limit", "tenants/a rbps=8MiB", "--group", "tenants/a uid=4243", src, mnt)
+			sup := supervisorOf(t)
+			const kills = 10
+			p := startFioPair(t, mnt, strconv.Itoa(2*kills+1)+"s")
+			for i := 1; i <= kills; i++ {
+				time.Sleep(2 * time.Second)
+				crash(t, sup, s, i)
+			}
+			p.check(t, fmt.Sprintf("%d kills -9", kills), s.log, 0.95)
+		})
+	}
+}
