@@ -14,7 +14,7 @@ go vet ./...
 # a 4 KiB tenant's share, or tell a 5 ms slower mirror, while other
 # packages' tests load both cores. They run after the others, one package
 # at a time.
-alone='^(TestSiblingShareOnMount|TestDeviceShareOnMount|TestMirrorSlow|TestNeighbourStall|TestWriteCacheLimitedCached|TestClusterShare|TestClusterDeviceShareOnMount|TestTakeoverFio)$'
+alone='^(TestSiblingShareOnMount|TestDeviceShareOnMount|TestMirrorSlow|TestNeighbourStall|TestWriteCacheLimitedCached|TestClusterShare|TestClusterDeviceShareOnMount|TestTakeoverFio|TestSuperviseFio)$'
 go test -race -count=1 -skip "$alone" "$@" $(go list ./... | grep -v '/fidelity$')
 # Allocations per request of the hot path: the race detector keeps no
 # counts, so these run without it; so does the lease test of a hundred

@@ -1,0 +1,151 @@
+package fsys
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"sluice/backing"
+	"sluice/throttle"
+)
+
+// TestRecord: a supervisor's record of a mount, made of journal messages
+// and the descriptors they bring, gives the state a new process adopts:
+// objects forgotten and files and directories closed are gone (their
+// descriptors closed), the latest object of an inode is the one found by
+// it, every object but the root has more references than the kernel can
+// forget, files of objects never entered are left out, listings go on
+// from the kernel's offset, and every index names the descriptor it was
+// sent as.
+func TestRecord(t *testing.T) {
+	dir := t.TempDir()
+	open := func(path string, flags int) int {
+		t.Helper()
+		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fd
+	}
+	ino := func(fd int) uint64 {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			t.Fatalf("descriptor %d: %v", fd, err)
+		}
+		return st.Ino
+	}
+	r := NewRecord()
+	defer r.Close()
+	apply := func(m JournalMsg, fds ...int) {
+		t.Helper()
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Apply(b, fds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(dir+"/f", []byte("x"), 0o644)
+	os.Mkdir(dir+"/d", 0o755)
+	// The mount's descriptor is of another directory than the root's, so
+	// that an index off by one shows.
+	conn, root, mount := open("/dev/null", unix.O_RDWR), open(dir, unix.O_PATH), open(dir+"/d", unix.O_RDONLY)
+	connIno, rootIno, mountIno := ino(conn), ino(root), ino(mount)
+	apply(JournalMsg{Kind: jStart, Fuse: &fuse.Handoff{Fd: 0, MaxWrite: maxWrite, RetrieveNext: 7},
+		Tree: &backing.LocalState{NextID: 2, Mounts: []backing.LocalMount{{MountID: 5, Fd: 2}},
+			Objects: []backing.LocalObject{{ID: backing.RootID, Ino: rootIno, Mode: syscall.S_IFDIR, Refs: 1, Fd: 1}}}},
+		conn, root, mount)
+	if !r.Started() {
+		t.Fatal("not started after the start message")
+	}
+	apply(JournalMsg{Kind: jEnter, Object: &backing.LocalObject{ID: 2, Dev: 1, Ino: 10, Handle: []byte{1}, MountID: 5, Refs: 1, Fd: -1}})
+	apply(JournalMsg{Kind: jEnter, Object: &backing.LocalObject{ID: 3, Dev: 1, Ino: 10, Handle: []byte{2}, MountID: 5, Refs: 1, Fd: -1}})
+	pinned := open(dir+"/d", unix.O_PATH)
+	apply(JournalMsg{Kind: jEnter, Object: &backing.LocalObject{ID: 4, Dev: 1, Ino: 11, Refs: 1, Fd: 0}}, pinned)
+	apply(JournalMsg{Kind: jDrop, ID: 4})
+	if _, err := unix.FcntlInt(uintptr(pinned), unix.F_GETFD, 0); err == nil {
+		t.Error("the descriptor of an object forgotten is still open")
+	}
+	file, gone, stray := open(dir+"/f", unix.O_RDONLY), open(dir+"/f", unix.O_RDONLY), open(dir+"/f", unix.O_RDONLY)
+	fileIno := ino(file)
+	apply(JournalMsg{Kind: jFile, File: &FileState{Fh: 1, ID: 3, Fd: 0, Opener: "a", Charged: "a"}}, file)
+	apply(JournalMsg{Kind: jFile, File: &FileState{Fh: 2, ID: 3, Fd: 0}}, gone)
+	apply(JournalMsg{Kind: jFile, File: &FileState{Fh: 3, ID: 99, Fd: 0}}, stray)
+	apply(JournalMsg{Kind: jClose, Fh: 2})
+	if _, err := unix.FcntlInt(uintptr(gone), unix.F_GETFD, 0); err == nil {
+		t.Error("the descriptor of a file closed is still open")
+	}
+	dfd := open(dir+"/d", unix.O_RDONLY)
+	dirIno := ino(dfd)
+	apply(JournalMsg{Kind: jDir, Dir: &DirState{Fh: 1, ID: 2, Fd: 0, Offset: 42}}, dfd)
+	apply(JournalMsg{Kind: jBacking, ID: 3, Backing: 9})
+	apply(JournalMsg{Kind: jGroups, Groups: &HandoverState{LimitsOrder: []string{"a"}, Limits: map[string]throttle.Limits{"a": {}}}})
+
+	st, fds, err := r.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Fuse.Fd != 0 || ino(fds[0]) != connIno || st.Fuse.RetrieveNext <= 7 {
+		t.Errorf("the connection: %+v, descriptor of inode %d, want index 0 of inode %d and retrieves above 7", st.Fuse, ino(fds[0]), connIno)
+	}
+	tree := func(i int) int { return fds[1+i] } // tree indexes start after the connection
+	if len(st.Tree.Mounts) != 1 || st.Tree.Mounts[0].MountID != 5 || ino(tree(st.Tree.Mounts[0].Fd)) != mountIno {
+		t.Errorf("mounts %+v", st.Tree.Mounts)
+	}
+	if st.TreeFds != 2 {
+		t.Errorf("TreeFds %d, want 2 (the root and the mount)", st.TreeFds)
+	}
+	var ids []backing.ID
+	for _, o := range st.Tree.Objects {
+		ids = append(ids, o.ID)
+		switch o.ID {
+		case backing.RootID:
+			if o.Refs != 1 || ino(tree(o.Fd)) != rootIno {
+				t.Errorf("root %+v", o)
+			}
+		case 2:
+			if !o.Superseded || o.Refs != math.MaxInt64 {
+				t.Errorf("object 2, whose inode object 3 took over: %+v", o)
+			}
+		case 3:
+			if o.Superseded || o.Refs != math.MaxInt64 {
+				t.Errorf("object 3: %+v", o)
+			}
+		}
+	}
+	if len(ids) != 3 || st.Tree.NextID != 5 {
+		t.Errorf("objects %v, next ID %d; want 1, 2, 3 and 5", ids, st.Tree.NextID)
+	}
+	if len(st.Files) != 1 || st.Files[0].Fh != 1 || ino(fds[st.Files[0].Fd]) != fileIno || st.Files[0].Charged != "a" {
+		t.Errorf("files %+v, want fh 1 alone, of its descriptor", st.Files)
+	}
+	if st.NextFile != 3 || st.NextDir != 1 {
+		t.Errorf("next handles %d and %d, want 3 and 1", st.NextFile, st.NextDir)
+	}
+	if len(st.Dirs) != 1 || st.Dirs[0].Offset != 0 || ino(fds[st.Dirs[0].Fd]) != dirIno {
+		t.Errorf("dirs %+v", st.Dirs)
+	}
+	if len(st.Nodes) != 1 || st.Nodes[0] != (NodeState{ID: 3, BackingID: 9}) {
+		t.Errorf("nodes %+v", st.Nodes)
+	}
+	if len(st.LimitsOrder) != 1 || st.LimitsOrder[0] != "a" {
+		t.Errorf("limits %v", st.LimitsOrder)
+	}
+	// A message that names a descriptor it did not bring is refused, and
+	// those it brought are closed.
+	extra := open(dir+"/f", unix.O_RDONLY)
+	b, _ := json.Marshal(JournalMsg{Kind: jFile, File: &FileState{Fh: 5, ID: 3, Fd: 1}})
+	if err := r.Apply(b, []int{extra}); err == nil {
+		t.Error("a file of descriptor 1 of 1 was taken")
+	}
+	if _, err := unix.FcntlInt(uintptr(extra), unix.F_GETFD, 0); err == nil {
+		t.Error("the descriptor of a message refused is still open")
+	}
+}
