@@ -77,15 +77,21 @@ func crash(t *testing.T, sup int, s serving, n int) {
 	if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	waitLog(t, s, "serving, taken over after a crash", n)
+}
+
+// waitLog waits until the log of s holds what n times.
+func waitLog(t *testing.T, s serving, what string, n int) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(s.log.String(), "serving, taken over after a crash") < n {
+	for strings.Count(s.log.String(), what) < n {
 		select {
 		case <-s.exited:
 			t.Fatalf("the supervisor exited: %v\n%s", *s.waitErr, s.log)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no new sluice serves 10 s after pid %d was killed:\n%s", child, s.log)
+			t.Fatalf("%q not %d times in the log after 10 s:\n%s", what, n, s.log)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -127,6 +133,15 @@ func TestSupervise(t *testing.T) {
 	}
 	res := stop()
 	checkAppends(t, filepath.Join(src, "own", "log"), res.Appends)
+	// SIGUSR2 restarts the serving sluice from the binary on disk, the
+	// same way (an upgrade).
+	if err := syscall.Kill(sup, syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, s, "serving, taken over after a crash", 4)
+	if b, err := os.ReadFile(filepath.Join(mnt, "data")); err != nil || len(b) != takeoverFile {
+		t.Errorf("reading through the mount after the upgrade: %d bytes, %v", len(b), err)
+	}
 	if err := syscall.Kill(sup, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
