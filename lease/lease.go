@@ -20,8 +20,10 @@
 // host keeps its lease to its end and then holds each cap at its fallback,
 // the cap divided by the hosts the server last said it saw; when answers
 // come again, it asks for no more than that fallback for its next
-// Rejoin answers, so that the hosts still without one are not crowded
-// out by a burst.
+// Rejoin answers, and until the server has seen as many hosts as it saw
+// before the gap, so that the hosts still without an answer, which hold
+// their fallbacks unknown to a server started afresh, are not crowded
+// out by a burst, nor the cap overrun.
 package lease
 
 import (
@@ -69,7 +71,10 @@ type Options struct {
 	// those the fallback divides a cap by. The default is 1 minute.
 	Seen time.Duration
 	// Rejoin is how many answers, after a time without any, the host asks
-	// for no more than its fallback. The default is 2.
+	// for no more than its fallback; longer while the server has seen
+	// fewer hosts than before the gap (a server started afresh: the
+	// others may still hold their fallbacks), Seen at most. The default
+	// is 2.
 	Rejoin int
 }
 
@@ -254,7 +259,16 @@ type Host struct {
 	answered bool
 	rejoin   int
 	seen     int
-	stats    Stats
+	// before is how many hosts the server said it saw before the last
+	// gap in its answers, while the host rejoins (0: it does not): a
+	// server started afresh has seen only the hosts back since, and the
+	// others hold their fallbacks, of the cap over before, unknown to it.
+	// The host holds itself to the same until the server has seen as many
+	// again, or until beforeUntil, Seen after the last answer before the
+	// gap, when those hosts no longer count as seen.
+	before      int
+	beforeUntil int64
+	stats       Stats
 	// shares are the groups' totals on a shared device when last
 	// measured, blob what the next request publishes of them (SetShares);
 	// pool and allots what the last answer said of every host's.
@@ -403,8 +417,8 @@ func (h *Host) Request(now int64, use []Usage) Request {
 		}
 		c.measured = c.measured || measured
 		most := int64(-1)
-		if h.rejoin > 0 || !h.answered {
-			most = h.fallback(c)
+		if h.rejoining(now) {
+			most = h.fallback(c, now)
 			if d < 0 || d > most {
 				d = most
 			}
@@ -503,9 +517,15 @@ func (h *Host) Answer(now int64, r Reply) {
 	// it saw before the gap too: a server started afresh has seen only
 	// those that asked since, and one host's whole cap would hold the
 	// others' shares until it renewed.
+	rejoining := h.rejoining(now)
 	rejoinSeen := max(h.seen, r.Seen, 1)
+	if rejoining {
+		rejoinSeen = max(rejoinSeen, h.before)
+	}
 	h.seen = max(r.Seen, 1)
-	rejoining := h.rejoin > 0 || !h.answered
+	if h.before > 0 && (r.Seen >= h.before || now >= h.beforeUntil) {
+		h.before = 0 // every host of before is back, or counts no more
+	}
 	for i, k := range h.keys {
 		c := h.caps[k]
 		if c == nil || i >= len(r.Grants) {
@@ -548,7 +568,18 @@ func (h *Host) Fail(now int64) {
 	if h.answered {
 		h.answered = false
 		h.rejoin = 0
+		if h.before == 0 { // not still rejoining after an earlier gap
+			h.beforeUntil = h.stats.LastAnswer + int64(h.opts.Seen)
+		}
+		h.before = max(h.before, h.seen)
 	}
+}
+
+// rejoining reports whether the host holds itself to its fallback at now:
+// it has no answer since a gap, or is within Rejoin answers of its first,
+// or the server has not yet seen the hosts it saw before the gap.
+func (h *Host) rejoining(now int64) bool {
+	return !h.answered || h.rejoin > 0 || h.before > 0 && now < h.beforeUntil
 }
 
 // measurement is what a group's use since it was last measured says.
@@ -613,7 +644,7 @@ func (h *Host) heldRate(c *held, now int64) int64 {
 	if c.granted && c.until > now {
 		return max(c.grant, 1)
 	}
-	return h.fallback(c)
+	return h.fallback(c, now)
 }
 
 // integrate adds what c's group held since it was last integrated to
@@ -647,9 +678,15 @@ func (c *held) observe(now, ops int64) {
 	}
 }
 
-// fallback is what c holds without a lease: its cap shared equally by
-// the hosts seen.
-func (h *Host) fallback(c *held) int64 { return fallback(c, h.seen) }
+// fallback is what c holds without a lease at now: its cap shared
+// equally by the hosts seen, and while the host rejoins, by those seen
+// before the gap if more (a server started afresh has seen fewer).
+func (h *Host) fallback(c *held, now int64) int64 {
+	if h.before > 0 && now < h.beforeUntil {
+		return fallback(c, max(h.seen, h.before))
+	}
+	return fallback(c, h.seen)
+}
 
 // fallback is c's cap shared equally by seen hosts.
 func fallback(c *held, seen int) int64 { return max(c.limit/int64(max(seen, 1)), 1) }

@@ -48,6 +48,7 @@ type simHost struct {
 	skew   int64                   // the host's clock is the world's plus skew
 	demand func(now int64) float64 // per second; +Inf: all it can get
 	dead   func(now int64) bool
+	cut    func(now int64) bool // where set, the host's link to the server is down
 	used   float64
 	waited int64
 	flight *flight
@@ -195,7 +196,7 @@ func (w *world) send(s *simHost, req Request) *flight {
 	if w.lose != nil {
 		before, after = w.lose()
 	}
-	if w.down(w.now) || before {
+	if w.down(w.now) || s.cut != nil && s.cut(w.now) || before {
 		return &flight{at: w.now + int64(o.Timeout), err: fmt.Errorf("unreachable")}
 	}
 	w.mr.SetTime(w.epoch.Add(time.Duration(w.now + w.rtt/2)))
@@ -383,6 +384,71 @@ func outage(t *testing.T, afresh bool) {
 	}
 	if st := w.hosts[1].h.Stats(); st.Failures == 0 || st.Failures > 10*sec/int64(DefaultTimeout)+1 {
 		t.Errorf("host 1 failed %d requests in a 10 s outage, want one each %v", st.Failures, DefaultTimeout)
+	}
+}
+
+// TestStaggeredReturn: the server down for 10 s and started afresh, the
+// hosts reaching it again one by one, 300 ms apart (as a Redis client
+// does that redials once a second after failed dials). A host back holds
+// itself to its fallback, the cap over the hosts it saw before, until the
+// server has seen as many again: those still without an answer hold
+// theirs, which the server knows nothing of. The hosts never serve more
+// than the cap together; once every host is back they share it as
+// before, host 3 its tenth and the others the rest, within 2 s. A host
+// that never comes back holds the others to their fallbacks until it
+// would no longer count as seen (Options.Seen after its last request),
+// and no longer.
+func TestStaggeredReturn(t *testing.T) {
+	for _, dies := range []bool{false, true} {
+		t.Run(map[bool]string{false: "all back", true: "one never back"}[dies], func(t *testing.T) {
+			w := newWorld(t, time.Millisecond)
+			w.down = func(now int64) bool { return now >= 5*sec && now < 15*sec }
+			o := Options{}
+			if dies {
+				o.Seen = 12 * time.Second
+			}
+			w.add(4, o, func(i int, now int64) float64 {
+				if i == 3 {
+					return limit / 10
+				}
+				return math.Inf(1)
+			})
+			for i, s := range w.hosts {
+				s.cut = func(now int64) bool { return now >= 5*sec && now < 15*sec+int64(i)*300*ms }
+			}
+			if dies {
+				w.hosts[3].dead = func(now int64) bool { return now >= 10*sec }
+			}
+			total, per := w.run(15*sec, 100*ms)
+			w.mr.FlushAll()
+			t2, p2 := w.run(22*sec, 100*ms)
+			total, per = append(total, t2...), append(per, p2...)
+			for i, x := range total {
+				if x > 1.0 {
+					t.Errorf("%d ms: the hosts served %.4f of the cap, more than it: %.3f", i*100, x, per[i])
+				}
+			}
+			from, want := 185, 0.3 // 2 s after the last came back (its failure, and a Renew)
+			if dies {
+				// The dead host last asked about 5 s: the others hold a
+				// quarter until 17 s, then share the cap in thirds.
+				for i := 151; i < 168; i++ {
+					for h := range 3 {
+						if got := per[i][h]; math.Abs(got-0.25) > 0.001 {
+							t.Errorf("%d ms: host %d served %.4f of the cap, want its fallback 0.25 while host 3 counts as seen", i*100, h, got)
+						}
+					}
+				}
+				from, want = 190, 1.0/3
+			}
+			for i := from; i < len(per); i++ {
+				for h := range 3 {
+					if got := per[i][h]; math.Abs(got-want) > 0.01 {
+						t.Errorf("%d ms: host %d served %.4f of the cap, want %.3f", i*100, h, got, want)
+					}
+				}
+			}
+		})
 	}
 }
 
