@@ -271,6 +271,10 @@ func startChild(exe string, rec *fsys.Record, arena *os.File, dead int) (*exec.C
 	return cmd, journal, nil
 }
 
+// journalNap is how long the supervisor lets journal messages gather
+// once it has read them all.
+const journalNap = 10 * time.Millisecond
+
 // journalRead is what readJournal read of one child: how many messages,
 // and the first error.
 type journalRead struct {
@@ -286,9 +290,18 @@ func readJournal(f *os.File, rec *fsys.Record, started chan<- struct{}) (int, er
 	buf := make([]byte, 4<<20)
 	oob := make([]byte, unix.CmsgSpace(4*253))
 	var first error
-	count := 0
+	count, drain := 0, 0
 	for {
-		n, oobn, flags, _, err := unix.Recvmsg(fd, buf, oob, 0)
+		n, oobn, flags, _, err := unix.Recvmsg(fd, buf, oob, drain)
+		if errors.Is(err, unix.EAGAIN) {
+			// All read: let changes gather in the socket for a while
+			// rather than wake for each, which would take a core from
+			// the requests that make them.
+			time.Sleep(journalNap)
+			drain = 0
+			continue
+		}
+		drain = unix.MSG_DONTWAIT
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
