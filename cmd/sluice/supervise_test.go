@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -197,5 +198,33 @@ func TestSuperviseFio(t *testing.T) {
 			}
 			p.check(t, fmt.Sprintf("%d kills -9", kills), s.log, 0.95)
 		})
+	}
+}
+
+// TestSuperviseRefused: what cannot be supervised is refused with the
+// flags named, and a mount that fails in the child (a SOURCE that is not
+// there) fails the supervisor with the child's status and its reason.
+func TestSuperviseRefused(t *testing.T) {
+	needMount(t)
+	dir, _, mnt := srcMnt(t)
+	m1, m2 := filepath.Join(dir, "m1"), filepath.Join(dir, "m2")
+	os.Mkdir(m1, 0o755)
+	os.Mkdir(m2, 0o755)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--mirror", m1, "--mirror", m2, mnt}, 2, "--supervise with --mirror"},
+		{[]string{filepath.Join(dir, "absent"), mnt}, 1, "SOURCE"},
+	} {
+		out, err := sluice(append([]string{"mount", "--supervise"}, c.args...)...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != c.code || !strings.Contains(string(out), c.want) {
+			t.Errorf("mount --supervise %v: %v, want exit %d saying %q:\n%s", c.args, err, c.code, c.want, out)
+		}
+		if isMounted(mnt) {
+			t.Fatalf("mount --supervise %v mounted", c.args)
+		}
 	}
 }
