@@ -49,6 +49,8 @@ type requestArena struct {
 	mu     sync.Mutex
 	free   []int // newest last: a buffer used again while its pages are warm
 	unkept atomic.Int64
+	// full, if not nil, is called the first time no buffer is free.
+	full func()
 }
 
 // newRequestArena maps the memfd fd (which it does not keep) of a
@@ -104,7 +106,9 @@ func (a *requestArena) Get() []byte {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.free) == 0 {
-		a.unkept.Add(1)
+		if a.unkept.Add(1) == 1 && a.full != nil {
+			go a.full()
+		}
 		return nil
 	}
 	i := a.free[len(a.free)-1]

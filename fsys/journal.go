@@ -71,7 +71,8 @@ const (
 	jCloseDir = "closedir"
 	jBacking  = "backing"
 	jGroups   = "groups"
-	jUp       = "up" // a new process serves the mount after a crash
+	jUp       = "up"    // a new process serves the mount after a crash
+	jReady    = "ready" // the mount serves, its control socket too
 )
 
 // Journal is the serving process's end of the journal: a SOCK_SEQPACKET
@@ -103,6 +104,11 @@ func NewJournal(fd, arena int, log func(err error)) (*Journal, error) {
 		if err != nil {
 			unix.Close(fd)
 			return nil, err
+		}
+		a.full = func() {
+			if log != nil {
+				log(fmt.Errorf("more than %d requests at once: those past them are not kept for a crash", len(a.bufs)))
+			}
 		}
 		j.arena, j.pending = a, a.pending()
 	}
@@ -283,6 +289,15 @@ func (f *FS) Checkpoint() {
 	j.send(&JournalMsg{Kind: jGroups, Groups: st})
 }
 
+// Ready tells the supervisor of a supervised mount that it serves, with
+// all its process opens beside it (the control socket): the supervisor
+// tells the service manager. It does nothing for a mount not supervised.
+func (f *FS) Ready() {
+	if j := f.journal; j != nil {
+		j.send(&JournalMsg{Kind: jReady})
+	}
+}
+
 // checkpoints calls Checkpoint every second until the mount ends.
 func (f *FS) checkpoints() {
 	t := time.NewTicker(time.Second)
@@ -313,6 +328,7 @@ type Record struct {
 	nextFh  uint64
 	nextDh  uint64
 	groups  *HandoverState
+	ready   bool
 }
 
 // NewRecord returns an empty record.
@@ -323,6 +339,9 @@ func NewRecord() *Record {
 
 // Started says whether the record has the mount's connection.
 func (r *Record) Started() bool { return r.fuse != nil }
+
+// Ready says whether the mount has said it serves (Ready).
+func (r *Record) Ready() bool { return r.ready }
 
 // Files and Dirs are the numbers of open files and directories held.
 func (r *Record) Files() int { return len(r.files) }
@@ -453,6 +472,8 @@ func (r *Record) Apply(b []byte, fds []int) error {
 			r.groups = m.Groups
 		}
 	case jUp:
+	case jReady:
+		r.ready = true
 	default:
 		return fmt.Errorf("journal message of kind %q", m.Kind)
 	}

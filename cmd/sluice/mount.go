@@ -389,6 +389,7 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 	}
 	notify(log, "READY=1") // a Type=notify service is up
 	m.Checkpoint()         // the limits in force, for a supervisor
+	m.Ready()              // which says READY=1
 
 	go func() {
 		for range hup {

@@ -284,7 +284,7 @@ type journalRead struct {
 
 // readJournal applies the journal's messages to rec until the child's end
 // closes, and returns how many it read; started gets a token when the
-// journal starts.
+// mount says it is ready.
 func readJournal(f *os.File, rec *fsys.Record, started chan<- struct{}) (int, error) {
 	fd := int(f.Fd())
 	buf := make([]byte, 4<<20)
@@ -325,11 +325,11 @@ func readJournal(f *os.File, rec *fsys.Record, started chan<- struct{}) (int, er
 			first = fmt.Errorf("a journal message was cut short (%d bytes)", n)
 		}
 		count++
-		was := rec.Started()
+		was := rec.Ready()
 		if err := rec.Apply(buf[:n], fds); err != nil && first == nil {
 			first = err
 		}
-		if !was && rec.Started() {
+		if !was && rec.Ready() {
 			started <- struct{}{}
 		}
 	}
@@ -346,7 +346,7 @@ func journalOf(log *slog.Logger) (*fsys.Journal, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return fsys.NewJournal(fd, afd, func(err error) { log.Warn("supervisor unreachable", "err", err) })
+	return fsys.NewJournal(fd, afd, func(err error) { log.Warn("supervised mount", "err", err) })
 }
 
 // recovering is a supervisor's child taking the mount over after a crash.

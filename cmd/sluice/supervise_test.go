@@ -228,3 +228,72 @@ func TestSuperviseRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestSuperviseService: the unit's ExecStart, its config file saying
+// supervise = true, run as a Type=notify service: READY=1 comes from the
+// supervisor, the main process, once the mount serves and its control
+// socket answers, and the child is not told of the service manager;
+// after the serving process is killed the mount serves on with no new
+// READY=1; SIGTERM to the main process says STOPPING=1, unmounts and
+// exits 0.
+func TestSuperviseService(t *testing.T) {
+	needMount(t)
+	dir, src, mnt := srcMnt(t)
+	os.WriteFile(filepath.Join(src, "hello"), []byte("hello"), 0o644)
+	inst := "svc"
+	os.WriteFile(filepath.Join(dir, inst+".toml"), []byte(fmt.Sprintf("source = %q\nmountpoint = %q\nsupervise = true\n", src, mnt)), 0o644)
+	_, start := unitCommands(t, inst, "/usr/local/bin/sluice", os.Args[0], "/etc/sluice/", dir+"/")
+	sock := filepath.Join(dir, "notify")
+	msgs := notifyListener(t, sock)
+	cmd := exec.Command(start[0][0], start[0][1:]...)
+	cmd.Env = append(os.Environ(), "SLUICE_AS_MAIN=1", "NOTIFY_SOCKET="+sock)
+	log := &safeBuffer{}
+	exited, waitErr := runCmd(t, cmd, log)
+	waitMsg := func(want string) {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case m := <-msgs:
+				if strings.Contains("\n"+m+"\n", "\n"+want+"\n") {
+					return
+				}
+			case <-exited:
+				t.Fatalf("the service exited before %s: %v\n%s", want, *waitErr, log)
+			case <-timeout:
+				t.Fatalf("no %s within 10 s:\n%s", want, log)
+			}
+		}
+	}
+	waitMsg("READY=1")
+	if b, err := os.ReadFile(filepath.Join(mnt, "hello")); err != nil || string(b) != "hello" {
+		t.Fatalf("READY=1 came before the mount served: read %q, %v", b, err)
+	}
+	if _, err := control.Stat(mnt); err != nil {
+		t.Fatalf("READY=1 came before the control socket answered: %v", err)
+	}
+	child := supervisedChild(t, cmd.Process.Pid)
+	if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", child)); strings.Contains(string(env), "NOTIFY_SOCKET=") {
+		t.Error("the serving process was told of the service manager")
+	}
+	s := serving{log, exited, waitErr}
+	crash(t, cmd.Process.Pid, s, 1)
+	if b, err := os.ReadFile(filepath.Join(mnt, "hello")); err != nil || string(b) != "hello" {
+		t.Fatalf("after the crash: read %q, %v", b, err)
+	}
+	select {
+	case m := <-msgs:
+		t.Errorf("the service manager was told %q after the crash", m)
+	default:
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitMsg("STOPPING=1")
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the service did not exit on SIGTERM:\n%s", log)
+	}
+	if *waitErr != nil || isMounted(mnt) {
+		t.Errorf("after SIGTERM: exit %v, mounted %v\n%s", *waitErr, isMounted(mnt), log)
+	}
+}
