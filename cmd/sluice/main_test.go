@@ -315,16 +315,16 @@ func isMounted(path string) bool {
 // returns once mnt is mounted and its control socket answers; the mount
 // is stopped when the test ends. exited closes when it has exited, with
 // its error in *waitErr.
-func startMount(t *testing.T, mnt string, args ...string) (cmd *exec.Cmd, stderr *bytes.Buffer, exited chan struct{}, waitErr *error) {
+func startMount(t *testing.T, mnt string, args ...string) (cmd *exec.Cmd, stderr *safeBuffer, exited chan struct{}, waitErr *error) {
 	t.Helper()
 	return startCmd(t, mnt, sluice(args...))
 }
 
 // startCmd is startMount of a command made ready to run, such as sluice
 // run by a wrapper.
-func startCmd(t *testing.T, mnt string, cmd *exec.Cmd) (_ *exec.Cmd, stderr *bytes.Buffer, exited chan struct{}, waitErr *error) {
+func startCmd(t *testing.T, mnt string, cmd *exec.Cmd) (_ *exec.Cmd, stderr *safeBuffer, exited chan struct{}, waitErr *error) {
 	t.Helper()
-	stderr = new(bytes.Buffer)
+	stderr = new(safeBuffer)
 	exited, waitErr = runCmd(t, cmd, stderr)
 	deadline := time.Now().Add(10 * time.Second)
 	for !isMounted(mnt) {
