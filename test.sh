@@ -45,7 +45,7 @@ go test -race -count=1 "$@" ./fidelity
 # one budget to every target; a crasher found is kept in the package's
 # testdata/fuzz and fails every later run.
 for target in group:FuzzParseSize:25000x group:FuzzParseLimit:20000x group:FuzzParseRule:30000x \
-	control:FuzzAnswer:25000x fsys:FuzzRecord:20000x cmd/sluice:FuzzConfig:700x cmd/sluice:FuzzFstab:6000x sim:FuzzScenario:60x; do
+	control:FuzzAnswer:25000x cmd/sluice:FuzzConfig:700x cmd/sluice:FuzzFstab:6000x sim:FuzzScenario:60x; do
 	pkg=${target%%:*} rest=${target#*:}
 	go test -run '^$' -fuzz "^${rest%%:*}\$" -fuzztime "${FUZZTIME:-${rest#*:}}" "./$pkg"
 done

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -172,6 +173,10 @@ func supervisorOf(t *testing.T) int {
 	return 0
 }
 
+// fioKills is how many times TestSuperviseFio kills the serving sluice,
+// one every 2 s: 30 makes the minute of the fault suite.
+var fioKills = flag.Int("fio-kills", 10, "kills -9 in TestSuperviseFio, one every 2 s")
+
 // TestSuperviseFio: the sluice serving a supervised mount is killed with
 // SIGKILL every 2 s under TestTakeoverFio's two fio runs (a writer of
 // random blocks verified with crc32c, unlimited; a reader held to 8 MiB/s):
@@ -190,7 +195,7 @@ func TestSuperviseFio(t *testing.T) {
 			prepareFioPair(t, src)
 			s := startSupervised(t, mnt, "--passthrough="+pass, "--limit", "tenants/a rbps=8MiB", "--group", "tenants/a uid=4243", src, mnt)
 			sup := supervisorOf(t)
-			const kills = 10
+			kills := *fioKills
 			p := startFioPair(t, mnt, strconv.Itoa(2*kills+1)+"s")
 			for i := 1; i <= kills; i++ {
 				time.Sleep(2 * time.Second)
