@@ -113,16 +113,7 @@ func (r *fuseFD) readRequest() (req *requestAlloc, code Status) {
 	r.reqMu.Unlock()
 
 	req = r.reqPool.Get().(*requestAlloc)
-	var dest []byte
-	arena := false
-	if a := ms.opts.RequestArena; a != nil {
-		if dest = a.Get(); dest != nil {
-			arena = true
-		}
-	}
-	if dest == nil {
-		dest = r.readPool.Get().([]byte)
-	}
+	dest, arena := r.getReadBuf()
 
 	var n int
 	err := handleEINTR(func() error {
@@ -227,6 +218,19 @@ func (r *fuseFD) canAcceptAnother() bool {
 
 func (r *fuseFD) requestBytes() int {
 	return r.reqAllocBytes + r.readBufBytes
+}
+
+// getReadBuf returns a buffer to read a request into: the
+// RequestArena's (arena true) if it has one free, else the server's own.
+// (One assignment of the caller's variable keeps it off the heap: the
+// read's closure captures it.)
+func (r *fuseFD) getReadBuf() (buf []byte, arena bool) {
+	if a := r.server.opts.RequestArena; a != nil {
+		if buf = a.Get(); buf != nil {
+			return buf, true
+		}
+	}
+	return r.readPool.Get().([]byte), false
 }
 
 func (r *fuseFD) putReadBuf(buf []byte, arena bool) {
