@@ -37,7 +37,8 @@ sync
 go test -race -count=1 -p 1 -run "$alone" "$@" ./fsys ./cmd/sluice
 # The fidelity test compares a real mount with the simulator.
 go test -race -count=1 "$@" ./fidelity
-# The parsers of what operators and clients send, fuzzed a few seconds
+# The parsers of what operators and clients send, and the throttle and the
+# stack driven by random operations on virtual time, fuzzed a few seconds
 # each: a count of inputs per target, about 2 s of each on this VM, since a
 # duration races the fuzzing coordinator's own deadline in Go 1.26
 # (golang/go#75804: "context deadline exceeded" with no input at fault,
@@ -45,7 +46,8 @@ go test -race -count=1 "$@" ./fidelity
 # one budget to every target; a crasher found is kept in the package's
 # testdata/fuzz and fails every later run.
 for target in group:FuzzParseSize:25000x group:FuzzParseLimit:20000x group:FuzzParseRule:30000x \
-	control:FuzzAnswer:25000x cmd/sluice:FuzzConfig:700x cmd/sluice:FuzzFstab:6000x sim:FuzzScenario:60x; do
+	control:FuzzAnswer:25000x cmd/sluice:FuzzConfig:700x cmd/sluice:FuzzFstab:6000x sim:FuzzScenario:60x \
+	throttle:FuzzThrottle:8000x stack:FuzzStack:3000x; do
 	pkg=${target%%:*} rest=${target#*:}
 	go test -run '^$' -fuzz "^${rest%%:*}\$" -fuzztime "${FUZZTIME:-${rest#*:}}" "./$pkg"
 done

@@ -417,38 +417,58 @@ func (q *Queue) Release(now int64, out []*Request) ([]*Request, int64) {
 
 // pick returns the request to release next at now from n's subtree, or
 // nil if none may go. ok tells which directions n's ancestors admit.
+// An anticipation at n holds back n's requests of the anticipated
+// request's direction only: reads and writes queue independently, so the
+// other direction is picked from n's subtree as if the held one were shut.
 func (q *Queue) pick(now int64, n *qnode, ok [2]bool) *Request {
 	for d := range ok {
 		ok[d] = ok[d] && n.g.open(now, Dir(d))
 	}
-	if !ok[Read] && !ok[Write] {
-		return nil
+	for ok[Read] || ok[Write] {
+		r, held := q.pickOpen(now, n, ok)
+		if r != nil || held == nil {
+			return r
+		}
+		ok[held.Dir] = false
 	}
+	return nil
+}
+
+// pickOpen is pick once n's own limits are applied to ok. When an
+// anticipation at n holds back the request it would release, it returns
+// nil and that request.
+func (q *Queue) pickOpen(now int64, n *qnode, ok [2]bool) (r, held *Request) {
 	if r := q.pickOwed(now, n, ok); r != nil {
-		return r
+		return r, nil
 	}
 	slices.SortFunc(n.active, func(a, b *qnode) int {
 		return cmp.Or(cmp.Compare(n.key(&a.tag), n.key(&b.tag)), cmp.Compare(a.stamp, b.stamp))
 	})
 	ownKey, ownDone := n.key(&n.own), n.ownLen == 0
+	ant := func(k int64, r *Request) (*Request, *Request) {
+		if a := q.anticipate(now, n, k, r); a != nil {
+			return a, nil
+		}
+		return nil, r
+	}
 	for _, c := range n.active {
 		k := n.key(&c.tag)
 		if !ownDone && (ownKey < k || ownKey == k && n.own.stamp < c.stamp) {
 			ownDone = true
 			if r := n.head(ok); r != nil {
-				return q.anticipate(now, n, ownKey, r)
+				return ant(ownKey, r)
 			}
 		}
 		if r := q.pick(now, c, ok); r != nil {
-			return q.anticipate(now, n, k, r)
+			return ant(k, r)
 		}
 	}
 	if !ownDone {
 		if r := n.head(ok); r != nil {
-			return q.anticipate(now, n, ownKey, r)
+			return ant(ownKey, r)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // pickOwed returns the request to release next at now from a child of n

@@ -383,3 +383,46 @@ func TestOldest(t *testing.T) {
 		t.Errorf("Oldest(p) = %v with p/c's older readahead queued; want a's read still", enq)
 	}
 }
+
+// TestAnticipationOneDirection: a parent limiting reads holds back a
+// sibling's read while a small reader makes its round trip
+// (anticipation), and only reads: a write pushed meanwhile, which no
+// level limits, goes at once (reads and writes queue independently).
+func TestAnticipationOneDirection(t *testing.T) {
+	tree := New(Config{})
+	tree.SetLimits(0, "p", Limits{RBPS: MiB})
+	q := NewQueue(tree)
+	a, b := tree.Group("p/a"), tree.Group("p/b")
+	release := func(now int64, want ...*Request) int64 {
+		t.Helper()
+		out, next := q.Release(now, nil)
+		if len(out) != len(want) {
+			t.Fatalf("t=%d: released %d requests, want %d", now, len(out), len(want))
+		}
+		for i := range out {
+			if out[i] != want[i] {
+				t.Fatalf("t=%d: released %+v, want %+v", now, *out[i], *want[i])
+			}
+		}
+		return next
+	}
+	push := func(now int64, g *Group, d Dir, bytes int64) *Request {
+		r := &Request{Group: g, Dir: d, Bytes: bytes, IOs: 1}
+		q.Push(now, r)
+		return r
+	}
+	a1, b1, b2 := push(0, a, Read, 4*KiB), push(0, b, Read, 64*KiB), push(0, b, Read, 64*KiB)
+	now := release(0, a1) // a empties, p owes 4 KiB
+	release(now, b1)      // b's turn: p owes 64 KiB
+	a2 := push(now, a, Read, 4*KiB)
+	now = release(now)     // a is back before b's next
+	now = release(now, a2) // a empties again
+	next := release(now)   // b2 waits for a's round trip, at most Burst
+	if !b2.Queued() || next > now+int64(DefaultBurst) {
+		t.Fatalf("t=%d: b's read queued %v, next %d; want it held until at most %d", now, b2.Queued(), next, now+int64(DefaultBurst))
+	}
+	now += 1000
+	w := push(now, b, Write, 4*KiB)
+	release(now, w) // nothing limits writes
+	release(next, b2)
+}
