@@ -24,6 +24,8 @@
 #                  mounts so); after each change in a directory the next
 #                  permission check fetches the directory's attributes again
 #   sluice         sluice mount with no --limit (unlimited default group)
+#   sluice-supervised  the same with --supervise: each new object, open,
+#                  release and forget is also told to the supervisor
 # Phases (bench/metaops; caches dropped before each, a fresh directory tree
 # per path and round):
 #   create  open(O_CREAT|O_EXCL|O_WRONLY) + close   -> ops/s
@@ -84,6 +86,13 @@ for ((round = 1; round <= ROUNDS; round++)); do
 				continue
 			fi
 			sluice_mount "$WORK/$p.log" "$DATA" "$dir" "${SLUICE_FLAGS[@]}"
+			;;
+		sluice-supervised)
+			if [ -z "$SLUICE" ]; then
+				log "sluice did not build; skipping its rows"
+				continue
+			fi
+			sluice_mount "$WORK/$p.log" "$DATA" "$dir" --supervise "${SLUICE_FLAGS[@]}"
 			;;
 		*) die "unknown path '$p' in METADATA_PATHS" ;;
 		esac

@@ -1,6 +1,8 @@
 package fsys
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,12 +117,18 @@ func NewJournal(fd, arena int, log func(err error)) (*Journal, error) {
 	return j, nil
 }
 
-// send sends m with the descriptors fds (read, not taken).
+// send sends m with the descriptors fds (read, not taken): the
+// changes every request may make in a few bytes (encodeJournal), the
+// others as JSON.
 func (j *Journal) send(m *JournalMsg, fds ...int) {
 	if j == nil || j.dead.Load() {
 		return
 	}
-	b, err := json.Marshal(m)
+	var b []byte
+	var err error
+	if b = encodeJournal(m, len(fds) > 0); b == nil {
+		b, err = json.Marshal(m)
+	}
 	if err == nil {
 		var oob []byte
 		if len(fds) > 0 {
@@ -365,9 +373,9 @@ func (r *Record) Apply(b []byte, fds []int) error {
 		kept[i] = true
 		return fds[i], nil
 	}
-	var m JournalMsg
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("journal message: %v", err)
+	m, err := decodeJournal(b)
+	if err != nil {
+		return err
 	}
 	switch m.Kind {
 	case jStart:
@@ -601,4 +609,109 @@ func (r *Record) Close() {
 	}
 	clear(r.objects)
 	clear(r.mounts)
+}
+
+// The changes every request may make go in a few bytes rather than JSON,
+// which the supervisor decodes at a tenth of the cost: a kind byte (JSON
+// starts with '{'), then fixed fields, little-endian.
+//
+//	enter     'E' id dev ino u64, mode u32, htype i32, mount i64, refs u64,
+//	          fd u8 (1: the object's descriptor comes with it), handle
+//	          length u8, handle
+//	drop      'D' id u64
+//	close     'C' fh u64 (a file), 'c' (a directory)
+//	backing   'B' id u64, registration i32
+const (
+	binEnter    = 'E'
+	binDrop     = 'D'
+	binClose    = 'C'
+	binCloseDir = 'c'
+	binBacking  = 'B'
+)
+
+// encodeJournal encodes m in the few bytes of its kind, or returns nil for
+// a kind sent as JSON; fd says a descriptor comes with it.
+func encodeJournal(m *JournalMsg, fd bool) []byte {
+	le := binary.LittleEndian
+	switch m.Kind {
+	case jEnter:
+		o := m.Object
+		if o == nil || len(o.Handle) > 255 {
+			return nil
+		}
+		b := make([]byte, 0, 56+len(o.Handle))
+		b = append(b, binEnter)
+		b = le.AppendUint64(b, uint64(o.ID))
+		b = le.AppendUint64(b, o.Dev)
+		b = le.AppendUint64(b, o.Ino)
+		b = le.AppendUint32(b, o.Mode)
+		b = le.AppendUint32(b, uint32(o.HType))
+		b = le.AppendUint64(b, uint64(int64(o.MountID)))
+		b = le.AppendUint64(b, o.Refs)
+		var f byte
+		if fd {
+			f = 1
+		}
+		b = append(b, f, byte(len(o.Handle)))
+		return append(b, o.Handle...)
+	case jDrop:
+		return le.AppendUint64([]byte{binDrop}, uint64(m.ID))
+	case jClose:
+		return le.AppendUint64([]byte{binClose}, m.Fh)
+	case jCloseDir:
+		return le.AppendUint64([]byte{binCloseDir}, m.Fh)
+	case jBacking:
+		return le.AppendUint32(le.AppendUint64([]byte{binBacking}, uint64(m.ID)), uint32(m.Backing))
+	}
+	return nil
+}
+
+// decodeJournal decodes a message of either form.
+func decodeJournal(b []byte) (JournalMsg, error) {
+	var m JournalMsg
+	if len(b) > 0 && b[0] == '{' {
+		if err := json.Unmarshal(b, &m); err != nil {
+			return m, fmt.Errorf("journal message: %v", err)
+		}
+		return m, nil
+	}
+	le := binary.LittleEndian
+	short := fmt.Errorf("journal message of %d bytes, cut short", len(b))
+	if len(b) < 9 {
+		return m, short
+	}
+	u := le.Uint64(b[1:9])
+	switch b[0] {
+	case binEnter:
+		if len(b) < 51 {
+			return m, short
+		}
+		o := backing.LocalObject{ID: backing.ID(u), Dev: le.Uint64(b[9:]), Ino: le.Uint64(b[17:]), Mode: le.Uint32(b[25:]),
+			HType: int32(le.Uint32(b[29:])), MountID: int(int64(le.Uint64(b[33:]))), Refs: le.Uint64(b[41:]), Fd: -1}
+		if b[49] == 1 {
+			o.Fd = 0
+		}
+		n := int(b[50])
+		if len(b) != 51+n {
+			return m, fmt.Errorf("journal enter of %d bytes, its handle %d", len(b), n)
+		}
+		if n > 0 {
+			o.Handle = bytes.Clone(b[51:])
+		}
+		m.Kind, m.Object = jEnter, &o
+	case binDrop:
+		m.Kind, m.ID = jDrop, backing.ID(u)
+	case binClose:
+		m.Kind, m.Fh = jClose, u
+	case binCloseDir:
+		m.Kind, m.Fh = jCloseDir, u
+	case binBacking:
+		if len(b) < 13 {
+			return m, short
+		}
+		m.Kind, m.ID, m.Backing = jBacking, backing.ID(u), int32(le.Uint32(b[9:]))
+	default:
+		return m, fmt.Errorf("journal message of kind %q", b[0])
+	}
+	return m, nil
 }
