@@ -177,6 +177,87 @@ func TestFaultEIO(t *testing.T) {
 	}
 }
 
+// TestFaultQuota: SOURCE refusing a uid's writes and creates over its
+// disk quota (EDQUOT, injected: the kernel these tests run on is built
+// without CONFIG_QUOTA, so no file system here enforces one) fails the
+// caller's write after the bytes before it and its create at once with
+// EDQUOT, limited group or not, while the other group writes its own file
+// in full; once under quota again the same write and create succeed.
+func TestFaultQuota(t *testing.T) {
+	src, mnt, ft, _ := faultMount(t, "t wbps=16MiB", "o wbps=16MiB")
+	data := make([]byte, 4<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for _, c := range []struct {
+		name string
+		uid  int
+	}{{"limited", 4101}, {"unlimited", 4103}} {
+		t.Run(c.name, func(t *testing.T) {
+			w, created := filepath.Join("t", "w-"+c.name), filepath.Join("t", "c-"+c.name)
+			if err := ft.SetRules(
+				backing.FaultRule{Ops: backing.OpWrite, Path: w, Err: syscall.EDQUOT, After: 2},
+				backing.FaultRule{Ops: backing.OpCreate, Path: created, Err: syscall.EDQUOT},
+			); err != nil {
+				t.Fatal(err)
+			}
+			otherDone := make(chan error, 1)
+			go runAs(4102, func() {
+				p := filepath.Join(mnt, "o", "w-"+c.name)
+				err := os.WriteFile(p, data, 0o644)
+				if b, rerr := os.ReadFile(filepath.Join(src, "o", "w-"+c.name)); err == nil && (rerr != nil || !bytes.Equal(b, data)) {
+					err = fmt.Errorf("SOURCE holds %d bytes (%v), want the %d written", len(b), rerr, len(data))
+				}
+				otherDone <- err
+			})
+			var werr, cerr error
+			var n int
+			within(t, time.Minute, "the writes and creates over quota", func() {
+				runAs(c.uid, func() {
+					f, err := os.OpenFile(filepath.Join(mnt, w), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+					if err != nil {
+						werr = err
+						return
+					}
+					n, werr = f.Write(data)
+					f.Close()
+					_, cerr = os.Create(filepath.Join(mnt, created))
+				})
+			})
+			if err := <-otherDone; err != nil {
+				t.Errorf("the other group's write while t's went over quota: %v", err)
+			}
+			if !errors.Is(werr, syscall.EDQUOT) || n >= len(data) {
+				t.Errorf("write of a file whose backing writes fail from the 3rd: %d bytes, then %v; want fewer than %d, then EDQUOT", n, werr, len(data))
+			}
+			if !errors.Is(cerr, syscall.EDQUOT) {
+				t.Errorf("create over quota: %v, want EDQUOT", cerr)
+			}
+			if _, err := os.Lstat(filepath.Join(src, created)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the create refused left %s on SOURCE: %v", created, err)
+			}
+			if fired := ft.Fired(); fired[0] == 0 || fired[1] == 0 {
+				t.Errorf("the faults fired %v times, want both", fired)
+			}
+
+			ft.SetRules()
+			runAs(c.uid, func() {
+				werr = os.WriteFile(filepath.Join(mnt, w), data, 0o644)
+				var f *os.File
+				if f, cerr = os.Create(filepath.Join(mnt, created)); cerr == nil {
+					f.Close()
+				}
+			})
+			if b, err := os.ReadFile(filepath.Join(src, w)); werr != nil || err != nil || !bytes.Equal(b, data) {
+				t.Errorf("written again under quota: %v; SOURCE holds %d bytes (%v), want the %d written", werr, len(b), err, len(data))
+			}
+			if cerr != nil {
+				t.Errorf("create under quota: %v", cerr)
+			}
+		})
+	}
+}
+
 // TestFaultReadOnlySource: SOURCE's file system remounted read-only
 // under the mount fails every write, create, mkdir and open for writing
 // with EROFS at once, for limited and unlimited groups, while reads go
