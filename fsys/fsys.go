@@ -270,6 +270,10 @@ func Mount(opts Options) (*FS, error) {
 		return nil, err
 	}
 	if mounted(opts.Mountpoint) {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(opts.Mountpoint, &st); errors.Is(err, syscall.ENOTCONN) {
+			return nil, deadMountpoint(opts.Mountpoint)
+		}
 		return nil, fmt.Errorf("MOUNTPOINT %s is busy: something is already mounted there (unmount it first: fusermount3 -u %s)", opts.Mountpoint, opts.Mountpoint)
 	}
 	if _, err := os.Stat("/dev/fuse"); err != nil {
@@ -695,6 +699,12 @@ func (f *FS) source() string {
 	return f.opts.Source
 }
 
+// deadMountpoint is the error of a mount over a FUSE mount whose server
+// died: its files were lost with the server, and nothing can take it over.
+func deadMountpoint(path string) error {
+	return fmt.Errorf("MOUNTPOINT %s is a FUSE mount whose server died, and its open files with it: unmount it first (sluice mount --unmount-dead SOURCE %s, or fusermount3 -uz %s); a mount made with --supervise outlives its server", path, path, path)
+}
+
 func checkDir(what, path string) error {
 	if path == "" {
 		return fmt.Errorf("%s is required", what)
@@ -704,6 +714,9 @@ func checkDir(what, path string) error {
 		return fmt.Errorf("%s %s does not exist", what, path)
 	}
 	if errors.Is(err, syscall.ENOTCONN) {
+		if what == "MOUNTPOINT" {
+			return deadMountpoint(path)
+		}
 		return fmt.Errorf("%s %s is a FUSE mount whose server died: unmount it first (fusermount3 -u %s)", what, path, path)
 	}
 	if err != nil {

@@ -59,6 +59,11 @@ func TestUnmountDead(t *testing.T) {
 	if err := syscall.Stat(mnt, &st); err != nil {
 		t.Logf("stat right after SIGKILL: %v (the attributes had expired)", err)
 	}
+	// A mount over it is refused with the ways out and the way to avoid
+	// it next time.
+	if out, err := sluice("mount", src, mnt).CombinedOutput(); err == nil || !strings.Contains(string(out), "--unmount-dead") || !strings.Contains(string(out), "--supervise") {
+		t.Errorf("sluice mount over the dead mount: %v, want a refusal naming --unmount-dead and --supervise\n%s", err, out)
+	}
 	clear("detached a dead sluice mount", false)
 	if isMounted(mnt) {
 		t.Fatal("the dead sluice mount is still mounted")
