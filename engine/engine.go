@@ -166,6 +166,36 @@ func (e *Engine) Carry(m stack.GroupMetrics) {
 	e.st.Carry(m)
 }
 
+// Schedules returns where every capped group's caps stand now, by path
+// (stack.Stack.Schedules).
+func (e *Engine) Schedules() map[string]throttle.Schedule {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.st.Schedules(e.now())
+}
+
+// SetSchedules puts each group's caps where all says, as of ago before
+// now: a debt shrinks, and idle credit grows up to the burst, by what
+// passed since (stack.Stack.SetSchedule).
+func (e *Engine) SetSchedules(all map[string]throttle.Schedule, ago time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	for path, sch := range all {
+		for d := range sch {
+			for k := range sch[d] {
+				if sch[d][k] != 0 {
+					sch[d][k] -= int64(ago)
+					if sch[d][k] == 0 {
+						sch[d][k] = -1 // due now: still carried
+					}
+				}
+			}
+		}
+		e.st.SetSchedule(now, path, sch)
+	}
+}
+
 // PathLimits returns the tightest limits on g's path, per key, 0 where
 // no level limits it (throttle.Group.PathLimits).
 func (e *Engine) PathLimits(g *throttle.Group) throttle.Limits {

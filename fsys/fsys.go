@@ -540,8 +540,12 @@ const UnmountWait = 5 * time.Second
 
 // Unmount unmounts the file system, retrying while it is busy for up to
 // UnmountWait. Once unmounted, it waits StuckWait at most for requests
-// held in SOURCE (see StuckWait).
+// held in SOURCE (see StuckWait). A mount handed over (Release) or
+// dropped (Discard) is another process's: Unmount does nothing.
 func (f *FS) Unmount() error {
+	if f.handed.Load() {
+		return nil // the mount is the other process's
+	}
 	errc := make(chan error, 1)
 	go func() {
 		deadline := time.Now().Add(UnmountWait)

@@ -50,6 +50,18 @@ type HandoverState struct {
 	Dirty       int64                      `json:"dirty"`
 	// Figures are each group's counters, which go on in the new process.
 	Figures []GroupFigures `json:"figures,omitempty"`
+	// Schedules are where the capped groups' caps stood (their debt and
+	// idle credit) at Clock, the system's monotonic clock in ns.
+	Schedules map[string]throttle.Schedule `json:"schedules,omitempty"`
+	Clock     int64                        `json:"clock,omitempty"`
+}
+
+// monotonic reads the system's monotonic clock, which every process
+// reads alike (CLOCK_MONOTONIC), in ns.
+func monotonic() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 // GroupFigures are a group's counters and wait histograms.
@@ -257,8 +269,9 @@ func (f *FS) fileState(fh uint64, h *handle) FileState {
 		Cred: *h.cred, Serve: h.serve, Writes: h.writes, Splice: h.splice, Append: h.append, Reading: h.reading}
 }
 
-// groupsState puts every group's limits and figures in st.
+// groupsState puts every group's limits, figures and schedule in st.
 func (f *FS) groupsState(st *HandoverState) {
+	st.Schedules, st.Clock = f.eng.Schedules(), monotonic()
 	m := f.eng.Metrics()
 	st.Limits = map[string]throttle.Limits{}
 	for _, g := range m.Groups {
@@ -438,6 +451,10 @@ func Adopt(opts Options, st *HandoverState, fds []int, newLimits bool) (*FS, err
 	}
 	for _, g := range st.Figures {
 		eng.Carry(stack.GroupMetrics{Group: g.Group, Counters: g.Counters, ReadWait: g.ReadWait, WriteWait: g.WriteWait})
+	}
+	if st.Clock != 0 {
+		// Each group's debt and idle credit, less what passed since.
+		eng.SetSchedules(st.Schedules, time.Duration(max(monotonic()-st.Clock, 0)))
 	}
 	for _, ns := range st.Nodes {
 		n := f.nodeOf(ns.ID)

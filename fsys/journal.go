@@ -583,6 +583,7 @@ func (r *Record) State() (*HandoverState, []int, error) {
 	}
 	if g := r.groups; g != nil {
 		st.Limits, st.LimitsOrder, st.Tags, st.Figures = g.Limits, g.LimitsOrder, g.Tags, g.Figures
+		st.Schedules, st.Clock = g.Schedules, g.Clock
 	}
 	return st, fds, nil
 }

@@ -146,6 +146,24 @@ func (s *Stack) Carry(m GroupMetrics) {
 	c.Counters, c.rwait, c.wwait = m.Counters, m.ReadWait, m.WriteWait
 }
 
+// Schedules returns where every capped group's caps stand at now, by
+// path (throttle.Group.Schedule).
+func (s *Stack) Schedules(now int64) map[string]throttle.Schedule {
+	out := map[string]throttle.Schedule{}
+	for _, g := range s.tree.Groups() {
+		if sch := g.Schedule(now); sch != (throttle.Schedule{}) {
+			out[g.Path()] = sch
+		}
+	}
+	return out
+}
+
+// SetSchedule puts the caps of the group at path where sch says, at now
+// (throttle.Group.SetSchedule): a group carried from another process.
+func (s *Stack) SetSchedule(now int64, path string, sch throttle.Schedule) {
+	s.Group(path).SetSchedule(now, sch)
+}
+
 // each applies fn to the counters of g and every ancestor.
 func (s *Stack) each(g *throttle.Group, fn func(*Counters)) {
 	for ; g != nil; g = g.Parent() {

@@ -158,6 +158,41 @@ func (g *Group) Parent() *Group {
 // Limits returns the group's own limits (not its ancestors').
 func (g *Group) Limits() Limits { return g.limits }
 
+// Schedule is where a group's caps stand at an instant: per direction
+// (Read, Write), of bytes and of I/Os, how far the cap's schedule lies
+// ahead of that instant (debt, > 0) or behind it (idle credit, < 0), in
+// ns; 0 for a dimension with no cap. It carries a group's state to
+// another process (a takeover, a crash).
+type Schedule [2][2]int64
+
+// Schedule returns where g's caps stand at now.
+func (g *Group) Schedule(now int64) Schedule {
+	var s Schedule
+	for d := range g.m {
+		for k := range g.m[d] {
+			if m := &g.m[d][k]; m.rate != 0 {
+				s[d][k] = satSub(m.tat, now)
+			}
+		}
+	}
+	return s
+}
+
+// SetSchedule puts g's caps where s says, relative to now: debt as it
+// was, idle credit up to the tree's burst. Dimensions g does not cap, or
+// that s does not say, are left as they are.
+func (g *Group) SetSchedule(now int64, s Schedule) {
+	for d := range g.m {
+		for k := range g.m[d] {
+			m := &g.m[d][k]
+			if m.rate == 0 || s[d][k] == 0 {
+				continue
+			}
+			m.tat, m.rem = max(satAdd(now, s[d][k]), satSub(now, g.tree.burst)), 0
+		}
+	}
+}
+
 // PathLimits returns the tightest cap of each key on g's path, g's own
 // and its ancestors', each as its lease holds it (Caps): 0 where no level
 // sets one.

@@ -339,3 +339,33 @@ func TestLease(t *testing.T) {
 	}
 	mustPanic(t, "SetLease(negative)", func() { tree.SetLease(0, "g", Lease{RBPS: -1}) })
 }
+
+// TestSchedule: a group's schedule carried to another tree at another
+// instant keeps its debt and its idle credit (up to the burst there), so
+// the group is eligible after the same wait; dimensions with no cap are
+// neither reported nor set.
+func TestSchedule(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	a := New(Config{Burst: 10 * time.Millisecond})
+	a.SetLimits(0, "g", Limits{RBPS: 1 << 20, WIOPS: 100})
+	g := a.Group("g")
+	g.m[Read][dimBytes].charge(0, a.burst, 1<<19) // half a second of reads
+	s := g.Schedule(100 * ms)
+	if s[Read][dimBytes] != 400*ms || s[Read][dimIOs] != 0 || s[Write][dimBytes] != 0 {
+		t.Fatalf("schedule at 100 ms %v, want 400 ms of read debt alone", s)
+	}
+	if s[Write][dimIOs] >= 0 {
+		t.Errorf("write IOPS schedule %d, want idle credit (< 0)", s[Write][dimIOs])
+	}
+	// Another tree, whose clock reads 7 s at the same instant.
+	b := New(Config{Burst: 5 * time.Millisecond})
+	b.SetLimits(7000*ms, "g", Limits{RBPS: 1 << 20, WIOPS: 100, RIOPS: 50})
+	h := b.Group("g")
+	h.SetSchedule(7000*ms, s)
+	if e := b.Eligible(7000*ms, h, Read); e != 7400*ms {
+		t.Errorf("carried read debt: eligible at %d ms, want 7400", e/ms)
+	}
+	if got := h.Schedule(7000 * ms); got[Read][dimBytes] != 400*ms || got[Read][dimIOs] != 0 || got[Write][dimIOs] != -5*ms {
+		t.Errorf("carried schedule %v, want 400 ms of read debt, no read IOPS schedule (not carried), 5 ms of write IOPS credit (the burst)", got)
+	}
+}
