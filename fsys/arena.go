@@ -23,8 +23,9 @@ import (
 
 // ArenaSlots is how many requests a supervised mount keeps at once; past
 // that, requests are read into the process's own memory (and lost with
-// it). Only the pages requests fill are ever allocated.
-const ArenaSlots = 512
+// it). Only the pages requests fill are ever allocated: a request of 4
+// KiB or less fills one; the memory is virtual otherwise.
+const ArenaSlots = 4096
 
 // maxWrite is the largest write the kernel is told to send.
 const maxWrite = 1 << 20
@@ -82,23 +83,32 @@ func newRequestArena(fd int) (*requestArena, error) {
 func header(b []byte) *uint32 { return (*uint32)(unsafe.Pointer(&b[0])) }
 
 // pending returns the requests a process that died left unanswered, and
-// frees every other buffer. Call it once, before the server reads.
-func (a *requestArena) pending() [][]byte {
+// frees every other buffer. Call it once, before the server reads. It
+// reads each buffer's first bytes through fd, the memfd, so that a buffer
+// never used is not given memory by being looked at.
+func (a *requestArena) pending(fd int) ([][]byte, error) {
 	var reqs [][]byte
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.free = a.free[:0]
+	var hdr [4]byte
 	for i := len(a.bufs) - 1; i >= 0; i-- {
 		b := a.bufs[i]
-		n := int(binary.LittleEndian.Uint32(b))
-		if n >= int(unsafe.Sizeof(fuse.InHeader{})) && n <= len(b) {
+		off := int64(uintptr(unsafe.Pointer(&b[0])) - uintptr(unsafe.Pointer(&a.mem[0])))
+		if _, err := unix.Pread(fd, hdr[:], off); err != nil {
+			return nil, fmt.Errorf("the requests' memory: %v", err)
+		}
+		switch n := int(binary.LittleEndian.Uint32(hdr[:])); {
+		case n == 0:
+		case n >= int(unsafe.Sizeof(fuse.InHeader{})) && n <= len(b):
 			reqs = append(reqs, b[:n])
 			continue
+		default:
+			atomic.StoreUint32(header(b), 0)
 		}
-		atomic.StoreUint32(header(b), 0)
 		a.free = append(a.free, i)
 	}
-	return reqs
+	return reqs, nil
 }
 
 // Get returns a free buffer, nil when none is.

@@ -102,6 +102,9 @@ func NewJournal(fd, arena int, log func(err error)) (*Journal, error) {
 	j := &Journal{fd: fd, log: log}
 	if arena >= 0 {
 		a, err := newRequestArena(arena)
+		if err == nil {
+			j.pending, err = a.pending(arena)
+		}
 		unix.Close(arena)
 		if err != nil {
 			unix.Close(fd)
@@ -112,7 +115,7 @@ func NewJournal(fd, arena int, log func(err error)) (*Journal, error) {
 				log(fmt.Errorf("more than %d requests at once: those past them are not kept for a crash", len(a.bufs)))
 			}
 		}
-		j.arena, j.pending = a, a.pending()
+		j.arena = a
 	}
 	return j, nil
 }
