@@ -65,6 +65,32 @@ type Status struct {
 	LastResync string `json:"last_resync,omitempty"`
 	// Cluster is the cluster whose mounts share the groups' caps, if any.
 	Cluster *cluster.Status `json:"cluster,omitempty"`
+	// Supervised is set for a mount kept through a crash of its process
+	// (sluice mount --supervise).
+	Supervised *Supervised `json:"supervised,omitempty"`
+}
+
+// Supervised is a supervised mount's supervisor and the crashes of the
+// serving process it has seen the mount through.
+type Supervised struct {
+	Pid     int `json:"pid"`
+	Crashes int `json:"crashes"`
+	// LastCrash is when the last crash was seen; zero before one.
+	LastCrash time.Time `json:"last_crash,omitzero"`
+}
+
+// supervisedLine is the line of stat saying the mount is supervised, ""
+// when it is not.
+func supervisedLine(s *Supervised) string {
+	switch {
+	case s == nil:
+		return ""
+	case s.Crashes == 0:
+		return fmt.Sprintf("supervised by pid %d: no crash yet\n", s.Pid)
+	case s.Crashes == 1:
+		return fmt.Sprintf("supervised by pid %d: survived a crash, at %s\n", s.Pid, s.LastCrash.Format(time.RFC3339))
+	}
+	return fmt.Sprintf("supervised by pid %d: survived %d crashes, the last at %s\n", s.Pid, s.Crashes, s.LastCrash.Format(time.RFC3339))
 }
 
 // PassOpens is how many files of a group are open by passthrough.
@@ -571,8 +597,8 @@ func (s Status) String() string { return s.Format(false) }
 // every figure exact when exact is set (stack.Metrics.Format).
 func (s Status) Format(exact bool) string {
 	size, count := stack.Units(exact)
-	out := fmt.Sprintf("%s on %s at %s\n%sbacking files read %s; %s reads past SOURCE's page cache\n%s%s%s",
-		s.Source, s.Mountpoint, s.Time.Format(time.RFC3339), transportLine(s.Transport), s.Backing, count(s.ColdReads), passLine(s.Passthrough),
+	out := fmt.Sprintf("%s on %s at %s\n%s%sbacking files read %s; %s reads past SOURCE's page cache\n%s%s%s",
+		s.Source, s.Mountpoint, s.Time.Format(time.RFC3339), transportLine(s.Transport), supervisedLine(s.Supervised), s.Backing, count(s.ColdReads), passLine(s.Passthrough),
 		flightLine(s.InFlight), s.Metrics.Format(exact))
 	if s.Cluster != nil {
 		out += clusterLines(s.Cluster, exact)

@@ -321,6 +321,12 @@ func cmdMount(fs *pflag.FlagSet, o *mountOpts, pos, args []string, stdout, stder
 	spareProcs()
 	log := opts.Logger
 	t := &target{m: m, opts: opts, args: args, config: config, flags: flagValues(o)}
+	switch {
+	case rc != nil:
+		t.supervised = &control.Supervised{Pid: os.Getppid(), Crashes: rc.st.Crashes, LastCrash: rc.st.LastCrash}
+	case supervised():
+		t.supervised = &control.Supervised{Pid: os.Getppid()}
+	}
 	defer t.closeListeners()
 	if o.metrics != "" && tk != nil {
 		// The old sluice has closed its listener by now.
@@ -483,6 +489,8 @@ type target struct {
 	// changes is held shared by each change (begin), and by a handover
 	// while it sets handing.
 	changes sync.RWMutex
+	// supervised is the mount's supervisor, if it has one.
+	supervised *control.Supervised
 }
 
 // begin starts a change of the mount's groups, limits, tags or mirrors,
@@ -534,6 +542,10 @@ func (t *target) Status() control.Status {
 	if t.cluster != nil {
 		cs := t.cluster.Status()
 		st.Cluster = &cs
+	}
+	if t.supervised != nil {
+		sv := *t.supervised
+		st.Supervised = &sv
 	}
 	if ms := t.m.Mirrors(); ms != nil {
 		st.Source = strings.Join(ms.Dirs(), ":") // mirrors added since the mount too

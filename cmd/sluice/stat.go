@@ -46,7 +46,9 @@ under its column name, times as *_ns}], "cache_bytes", "cache_limit",
 "queued", and for a mirror set "read_policy", "mirrors": [{"dir", "state", "reads", "bytes",
 "errors", "hedged", "inflight", "latency_ns", "read_ns" (the total time of its
 reads), "resynced_bytes"}],
-"last_resync"}. Within a schema fields are only added; one removed, renamed
+"last_resync", and for a mount made with --supervise "supervised": {"pid" (the
+supervisor's), "crashes" (of the serving process, survived), "last_crash"}}.
+Within a schema fields are only added; one removed, renamed
 or changing meaning makes a new schema number.
   sluice stat /mnt/data
   sluice stat --json /mnt/data | jq '.groups[] | {group, rbytes}'

@@ -47,6 +47,9 @@ type recoverState struct {
 	FS *fsys.HandoverState `json:"fs"`
 	// Pid is the child that died.
 	Pid int `json:"pid"`
+	// Crashes are the children that died so far, the last at LastCrash.
+	Crashes   int       `json:"crashes"`
+	LastCrash time.Time `json:"last_crash"`
 }
 
 // checkSupervise refuses what a supervised mount cannot be yet.
@@ -99,12 +102,14 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 	}
 	var (
 		failed   int // new processes in a row that died before they served
+		crashes  int // children that died
+		last     time.Time
 		stopping bool
 		dead     int // the child that died, for the next one's log
 		ready    bool
 	)
 	for {
-		child, journal, err := startChild(exe, rec, arena, dead)
+		child, journal, err := startChild(exe, rec, arena, recoverState{Pid: dead, Crashes: crashes, LastCrash: last})
 		if err != nil {
 			if !rec.Started() {
 				return err
@@ -169,7 +174,7 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 		} else if failed++; failed >= crashLoop {
 			return stopDead(opts, log, fmt.Errorf("%d new sluices in a row died before they served, the last (pid %d): %v", failed, child.Process.Pid, werr))
 		}
-		dead = child.Process.Pid
+		dead, crashes, last = child.Process.Pid, crashes+1, time.Now()
 		log.Warn("supervisor: sluice died; a new one takes the mount over", "pid", dead, "exit", werr.Error(),
 			"open_files", rec.Files(), "open_dirs", rec.Dirs())
 	}
@@ -200,7 +205,7 @@ func stopDead(opts fsys.Options, log *slog.Logger, why error) error {
 
 // startChild starts this command line again as a child, with the journal's
 // socket, and after a crash (a record started) the record on another.
-func startChild(exe string, rec *fsys.Record, arena *os.File, dead int) (*exec.Cmd, *os.File, error) {
+func startChild(exe string, rec *fsys.Record, arena *os.File, rs recoverState) (*exec.Cmd, *os.File, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
@@ -257,7 +262,8 @@ func startChild(exe string, rec *fsys.Record, arena *os.File, dead int) (*exec.C
 		st, fds, err := rec.State()
 		var b []byte
 		if err == nil {
-			b, err = json.Marshal(recoverState{FS: st, Pid: dead})
+			rs.FS = st
+			b, err = json.Marshal(rs)
 		}
 		if err == nil {
 			handing.SetDeadline(time.Now().Add(control.HandoverTimeout))

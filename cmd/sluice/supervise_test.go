@@ -118,6 +118,9 @@ func TestSupervise(t *testing.T) {
 	}
 	stop := startTenant(t, exe, mnt)
 	sup := supervisorOf(t)
+	if st, err := control.Stat(mnt); err != nil || st.Supervised == nil || st.Supervised.Pid != sup || st.Supervised.Crashes != 0 {
+		t.Errorf("stat before a crash: %v, supervised %+v; want by pid %d, no crash", err, st.Supervised, sup)
+	}
 	for i := 1; i <= 3; i++ {
 		time.Sleep(300 * time.Millisecond) // the tenant at work
 		crash(t, sup, s, i)
@@ -132,6 +135,12 @@ func TestSupervise(t *testing.T) {
 	}
 	if g := find(st, "tenants/a"); g == nil || !strings.Contains(g.Limits, "rbps=8MiB") {
 		t.Errorf("the command line's limit did not hold through the crashes: %+v", g)
+	}
+	if sv := st.Supervised; sv == nil || sv.Pid != sup || sv.Crashes != 3 || time.Since(sv.LastCrash) > time.Minute {
+		t.Errorf("stat after three crashes says supervised %+v, want by pid %d, 3 crashes, the last just now", sv, sup)
+	}
+	if out, err := sluice("stat", mnt).CombinedOutput(); err != nil || !strings.Contains(string(out), fmt.Sprintf("supervised by pid %d: survived 3 crashes", sup)) {
+		t.Errorf("sluice stat: %v, want it to say the mount survived 3 crashes\n%s", err, out)
 	}
 	res := stop()
 	checkAppends(t, filepath.Join(src, "own", "log"), res.Appends)
