@@ -80,6 +80,8 @@ type LocalObject struct {
 	MountID int    `json:"mount_id,omitempty"`
 	// Refs are the references the kernel holds (its lookups).
 	Refs uint64 `json:"refs"`
+	// Slot is the object's in the tree's RefTable, 0 for none.
+	Slot int32 `json:"slot,omitempty"`
 	// Fd is the index of the object's O_PATH descriptor, for an object
 	// held by descriptor (Handle nil: the root, and every object of a
 	// file system without handles); -1 for one held by handle.
@@ -145,7 +147,7 @@ type LocalJournal interface {
 
 // object is in's LocalObject, its descriptor (Fd) left -1.
 func (in *inode) object() LocalObject {
-	o := LocalObject{ID: in.id, Dev: in.key.dev, Ino: in.key.ino, Mode: in.mode, Refs: in.refs, Fd: -1}
+	o := LocalObject{ID: in.id, Dev: in.key.dev, Ino: in.key.ino, Mode: in.mode, Refs: in.refs, Slot: in.slot, Fd: -1}
 	if in.handle != nil {
 		o.Handle, o.HType, o.MountID = in.handle, in.htype, in.mountID
 	}
@@ -162,7 +164,7 @@ func (t *Local) exportLocked() (LocalState, []int, error) {
 	st := LocalState{NextID: t.nextID, NoHandles: t.noHandles, Objects: make([]LocalObject, 0, len(t.byID))}
 	for _, id := range slices.Sorted(maps.Keys(t.byID)) {
 		in := t.byID[id]
-		o := LocalObject{ID: id, Dev: in.key.dev, Ino: in.key.ino, Mode: in.mode, Refs: in.refs, Fd: -1,
+		o := LocalObject{ID: id, Dev: in.key.dev, Ino: in.key.ino, Mode: in.mode, Refs: in.refs, Slot: in.slot, Fd: -1,
 			Superseded: t.byKey[in.key] != in}
 		if in.handle != nil {
 			o.Handle, o.HType, o.MountID = bytes.Clone(in.handle), in.htype, in.mountID
@@ -253,6 +255,10 @@ func AdoptLocal(st LocalState, fds []int, opts LocalOptions) (*Local, error) {
 			return fail(fmt.Errorf("object %d named twice", o.ID))
 		}
 		in := &inode{id: o.ID, key: devIno{o.Dev, o.Ino}, mode: o.Mode & syscall.S_IFMT, fd: -1, refs: o.Refs}
+		if opts.Refs.adopt(o.Slot) {
+			in.slot = o.Slot
+			opts.Refs.store(in.slot, in.refs)
+		}
 		if o.Handle == nil {
 			fd, err := take(o.Fd)
 			if err != nil {
@@ -298,6 +304,7 @@ func AdoptLocal(st LocalState, fds []int, opts LocalOptions) (*Local, error) {
 			unix.Close(fd)
 		}
 	}
+	opts.Refs.settle() // the slots no object took are free
 	t.creds = newCreds()
 	return t, nil
 }

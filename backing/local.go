@@ -22,6 +22,9 @@ type LocalOptions struct {
 	// Faults, when not nil, is injected into the I/O of every file the
 	// tree opens.
 	Faults *Faults
+	// Refs, when not nil, keeps each object's reference count where
+	// another process can read it should this one die (RefTable).
+	Refs *RefTable
 }
 
 // Local is a Tree over a directory. It holds each object by a file handle
@@ -62,6 +65,7 @@ type inode struct {
 	fd   int // O_PATH descriptor; -1 when closed
 	uses int // operations and open files holding fd
 	refs uint64
+	slot int32 // in the RefTable; 0 for none
 
 	prev, next *inode // in the ring of cached descriptors
 	forgotten  bool
@@ -258,7 +262,7 @@ func (t *Local) enter(fd int) (Entry, error) {
 		herr = syscall.EOPNOTSUPP
 	}
 	if in := t.byKey[k]; in != nil && !in.forgotten && t.same(in, fh, herr) {
-		in.refs++
+		t.ref(in, in.refs+1)
 		if in.fd < 0 {
 			in.fd = fd
 			t.cached++
@@ -298,6 +302,7 @@ func (t *Local) enter(fd int) (Entry, error) {
 	}
 	t.byID[in.id] = in
 	t.byKey[k] = in
+	t.newRef(in)
 	if t.journal != nil {
 		pfd := -1
 		if in.handle == nil {
@@ -324,7 +329,7 @@ func (t *Local) enterHandle(st *syscall.Stat_t, fh unix.FileHandle, mountID int)
 		return Entry{}, false
 	}
 	if in := t.byKey[k]; in != nil && !in.forgotten && t.same(in, fh, nil) {
-		in.refs++
+		t.ref(in, in.refs+1)
 		return Entry{ID: in.id, Attr: *st}, true
 	}
 	in := &inode{id: t.nextID, key: k, mode: st.Mode & syscall.S_IFMT, fd: -1, refs: 1,
@@ -332,6 +337,7 @@ func (t *Local) enterHandle(st *syscall.Stat_t, fh unix.FileHandle, mountID int)
 	t.nextID++
 	t.byID[in.id] = in
 	t.byKey[k] = in
+	t.newRef(in)
 	if t.journal != nil {
 		t.journal.Entered(in.object(), -1)
 	}
@@ -348,6 +354,19 @@ func (t *Local) same(in *inode, fh unix.FileHandle, herr error) bool {
 	return herr == nil && fh.Type() == in.htype && bytes.Equal(fh.Bytes(), in.handle)
 }
 
+// ref sets in's reference count, in the RefTable too.
+func (t *Local) ref(in *inode, n uint64) {
+	in.refs = n
+	t.opts.Refs.store(in.slot, n)
+}
+
+// newRef gives a new object its slot in the RefTable, its count stored
+// before the journal is told of it.
+func (t *Local) newRef(in *inode) {
+	in.slot = t.opts.Refs.take()
+	t.opts.Refs.store(in.slot, in.refs)
+}
+
 // Forget drops n references to id.
 func (t *Local) Forget(id ID, n uint64) bool {
 	if id == RootID {
@@ -360,7 +379,7 @@ func (t *Local) Forget(id ID, n uint64) bool {
 		return true
 	}
 	if in.refs > n {
-		in.refs -= n
+		t.ref(in, in.refs-n)
 		return false
 	}
 	in.refs = 0
@@ -369,6 +388,8 @@ func (t *Local) Forget(id ID, n uint64) bool {
 	if t.journal != nil {
 		t.journal.Dropped(id)
 	}
+	t.opts.Refs.put(in.slot) // once the journal no longer holds the object
+	in.slot = 0
 	if t.byKey[in.key] == in {
 		delete(t.byKey, in.key)
 	}

@@ -308,6 +308,9 @@ func Mount(opts Options) (*FS, error) {
 		quota:  newOpenQuota(groupMaxOpen(opts.GroupMaxOpen)),
 	}
 	lopts := backing.LocalOptions{MaxOpen: opts.MaxOpen}
+	if opts.Journal != nil {
+		lopts.Refs = opts.Journal.refs
+	}
 	switch {
 	case opts.Tree != nil:
 		f.tree = opts.Tree

@@ -385,6 +385,9 @@ func Adopt(opts Options, st *HandoverState, fds []int, newLimits bool) (*FS, err
 		treeFds[i] = take(1 + i)
 	}
 	lopts := backing.LocalOptions{MaxOpen: opts.MaxOpen}
+	if opts.Journal != nil {
+		lopts.Refs = opts.Journal.refs
+	}
 	var local *backing.Local
 	if st.Mirror != nil {
 		f.mirrors, err = backing.AdoptMirror(*st.Mirror, treeFds, backing.MirrorOptions{

@@ -88,18 +88,33 @@ type Journal struct {
 	// process that died left there unanswered.
 	arena   *requestArena
 	pending [][]byte
+	// refs keeps the objects' reference counts for the supervisor.
+	refs *backing.RefTable
 }
 
 // NewJournal makes a Journal that sends on fd, a SOCK_SEQPACKET socket it
 // takes over; requests are read into the memfd arena (ArenaBytes long;
-// -1 for none), which it maps and closes. log, if not nil, is told once
-// when the supervisor cannot be reached (the mount then serves on, no
-// longer kept for a crash).
-func NewJournal(fd, arena int, log func(err error)) (*Journal, error) {
+// -1 for none), and the objects' reference counts kept in the memfd refs
+// (RefsBytes long; -1 for none), which it maps and closes. log, if not
+// nil, is told once when the supervisor cannot be reached (the mount then
+// serves on, no longer kept for a crash).
+func NewJournal(fd, arena, refs int, log func(err error)) (*Journal, error) {
 	// Changes come in bursts (a tree listed with its attributes); the
 	// supervisor reads them as they come.
 	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20)
 	j := &Journal{fd: fd, log: log}
+	if refs >= 0 {
+		mem, err := mapRefs(refs, unix.PROT_READ|unix.PROT_WRITE)
+		unix.Close(refs)
+		if err != nil {
+			unix.Close(fd)
+			if arena >= 0 {
+				unix.Close(arena)
+			}
+			return nil, err
+		}
+		j.refs = backing.NewRefTable(mem)
+	}
 	if arena >= 0 {
 		a, err := newRequestArena(arena)
 		if err == nil {
@@ -160,6 +175,32 @@ func (j *Journal) Close() {
 		j.dead.Store(true)
 		unix.Close(j.fd)
 	}
+}
+
+// RefsSlots is how many objects a supervised mount keeps the reference
+// counts of (8 bytes each, allocated as they are used); the counts of
+// objects past them are not kept, and a new process after a crash keeps
+// those objects until the mount ends.
+const RefsSlots = 1 << 22
+
+// RefsBytes is the size of the memfd a supervisor makes for a mount's
+// reference counts.
+func RefsBytes() int64 { return RefsSlots * 8 }
+
+// mapRefs maps the memfd of a mount's reference counts.
+func mapRefs(fd, prot int) ([]byte, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Size < 8 {
+		return nil, fmt.Errorf("the reference counts' memory is %d bytes", st.Size)
+	}
+	mem, err := unix.Mmap(fd, 0, int(st.Size), prot, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping the reference counts' memory: %v", err)
+	}
+	return mem, nil
 }
 
 // treeJournal tells the journal of the backing tree's changes.
@@ -340,6 +381,18 @@ type Record struct {
 	nextDh  uint64
 	groups  *HandoverState
 	ready   bool
+	refs    []byte // the reference counts' memory (MapRefs), nil for none
+}
+
+// MapRefs has the record read the objects' reference counts from fd, the
+// memfd the mount's processes keep them in (RefsBytes long), mapped
+// read-only; fd stays the caller's.
+func (r *Record) MapRefs(fd int) error {
+	mem, err := mapRefs(fd, unix.PROT_READ)
+	if err == nil {
+		r.refs = mem
+	}
+	return err
 }
 
 // NewRecord returns an empty record.
@@ -555,7 +608,11 @@ func (r *Record) State() (*HandoverState, []int, error) {
 			o.Fd = add(o.Fd) - 1
 		}
 		if id != backing.RootID {
-			o.Refs = crashRefs
+			// The count kept for it, never below the kernel's; more
+			// than the kernel can forget where none is.
+			if o.Refs = backing.RefsAt(r.refs, o.Slot); o.Refs == 0 {
+				o.Refs = crashRefs
+			}
 		}
 		o.Superseded = latest[[2]uint64{o.Dev, o.Ino}] != id
 		tree.Objects = append(tree.Objects, o)
@@ -620,8 +677,8 @@ func (r *Record) Close() {
 // starts with '{'), then fixed fields, little-endian.
 //
 //	enter     'E' id dev ino u64, mode u32, htype i32, mount i64, refs u64,
-//	          fd u8 (1: the object's descriptor comes with it), handle
-//	          length u8, handle
+//	          slot i32, fd u8 (1: the object's descriptor comes with it),
+//	          handle length u8, handle
 //	drop      'D' id u64
 //	close     'C' fh u64 (a file), 'c' (a directory)
 //	backing   'B' id u64, registration i32
@@ -643,7 +700,7 @@ func encodeJournal(m *JournalMsg, fd bool) []byte {
 		if o == nil || len(o.Handle) > 255 {
 			return nil
 		}
-		b := make([]byte, 0, 56+len(o.Handle))
+		b := make([]byte, 0, 60+len(o.Handle))
 		b = append(b, binEnter)
 		b = le.AppendUint64(b, uint64(o.ID))
 		b = le.AppendUint64(b, o.Dev)
@@ -652,6 +709,7 @@ func encodeJournal(m *JournalMsg, fd bool) []byte {
 		b = le.AppendUint32(b, uint32(o.HType))
 		b = le.AppendUint64(b, uint64(int64(o.MountID)))
 		b = le.AppendUint64(b, o.Refs)
+		b = le.AppendUint32(b, uint32(o.Slot))
 		var f byte
 		if fd {
 			f = 1
@@ -687,20 +745,21 @@ func decodeJournal(b []byte) (JournalMsg, error) {
 	u := le.Uint64(b[1:9])
 	switch b[0] {
 	case binEnter:
-		if len(b) < 51 {
+		if len(b) < 55 {
 			return m, short
 		}
 		o := backing.LocalObject{ID: backing.ID(u), Dev: le.Uint64(b[9:]), Ino: le.Uint64(b[17:]), Mode: le.Uint32(b[25:]),
-			HType: int32(le.Uint32(b[29:])), MountID: int(int64(le.Uint64(b[33:]))), Refs: le.Uint64(b[41:]), Fd: -1}
-		if b[49] == 1 {
+			HType: int32(le.Uint32(b[29:])), MountID: int(int64(le.Uint64(b[33:]))), Refs: le.Uint64(b[41:]),
+			Slot: int32(le.Uint32(b[49:])), Fd: -1}
+		if b[53] == 1 {
 			o.Fd = 0
 		}
-		n := int(b[50])
-		if len(b) != 51+n {
+		n := int(b[54])
+		if len(b) != 55+n {
 			return m, fmt.Errorf("journal enter of %d bytes, its handle %d", len(b), n)
 		}
 		if n > 0 {
-			o.Handle = bytes.Clone(b[51:])
+			o.Handle = bytes.Clone(b[55:])
 		}
 		m.Kind, m.Object = jEnter, &o
 	case binDrop:

@@ -18,10 +18,10 @@ import (
 // and the descriptors they bring, gives the state a new process adopts:
 // objects forgotten and files and directories closed are gone (their
 // descriptors closed), the latest object of an inode is the one found by
-// it, every object but the root has more references than the kernel can
-// forget, files of objects never entered are left out, listings go on
-// from the kernel's offset, and every index names the descriptor it was
-// sent as.
+// it, every object but the root has the references its slot holds (more
+// than the kernel can forget where it has none), files of objects never
+// entered are left out, listings go on from the kernel's offset, and
+// every index names the descriptor it was sent as.
 func TestRecord(t *testing.T) {
 	dir := t.TempDir()
 	open := func(path string, flags int) int {
@@ -42,6 +42,17 @@ func TestRecord(t *testing.T) {
 	}
 	r := NewRecord()
 	defer r.Close()
+	// The reference counts' memory: object 3's slot, 2, says 5.
+	mfd, err := unix.MemfdCreate("refs", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(mfd)
+	unix.Ftruncate(mfd, 64)
+	unix.Pwrite(mfd, []byte{5, 0, 0, 0, 0, 0, 0, 0}, 16)
+	if err := r.MapRefs(mfd); err != nil {
+		t.Fatal(err)
+	}
 	apply := func(m JournalMsg, fds ...int) {
 		t.Helper()
 		b, err := json.Marshal(m)
@@ -66,7 +77,7 @@ func TestRecord(t *testing.T) {
 		t.Fatal("not started after the start message")
 	}
 	apply(JournalMsg{Kind: jEnter, Object: &backing.LocalObject{ID: 2, Dev: 1, Ino: 10, Handle: []byte{1}, MountID: 5, Refs: 1, Fd: -1}})
-	apply(JournalMsg{Kind: jEnter, Object: &backing.LocalObject{ID: 3, Dev: 1, Ino: 10, Handle: []byte{2}, MountID: 5, Refs: 1, Fd: -1}})
+	apply(JournalMsg{Kind: jEnter, Object: &backing.LocalObject{ID: 3, Dev: 1, Ino: 10, Handle: []byte{2}, MountID: 5, Refs: 1, Slot: 2, Fd: -1}})
 	pinned := open(dir+"/d", unix.O_PATH)
 	apply(JournalMsg{Kind: jEnter, Object: &backing.LocalObject{ID: 4, Dev: 1, Ino: 11, Refs: 1, Fd: 0}}, pinned)
 	apply(JournalMsg{Kind: jDrop, ID: 4})
@@ -115,8 +126,8 @@ func TestRecord(t *testing.T) {
 				t.Errorf("object 2, whose inode object 3 took over: %+v", o)
 			}
 		case 3:
-			if o.Superseded || o.Refs != math.MaxInt64 {
-				t.Errorf("object 3: %+v", o)
+			if o.Superseded || o.Refs != 5 {
+				t.Errorf("object 3, whose slot holds 5 references: %+v", o)
 			}
 		}
 	}
@@ -189,7 +200,7 @@ func BenchmarkJournalSend(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	j, err := NewJournal(pair[0], -1, nil)
+	j, err := NewJournal(pair[0], -1, -1, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -246,7 +257,7 @@ func TestJournalEncoding(t *testing.T) {
 		m  JournalMsg
 		fd bool
 	}{
-		{JournalMsg{Kind: jEnter, Object: &backing.LocalObject{ID: 7, Dev: 1 << 40, Ino: 99, Mode: syscall.S_IFDIR, HType: -3, MountID: 12, Refs: 1, Handle: []byte{1, 2, 3}, Fd: -1}}, false},
+		{JournalMsg{Kind: jEnter, Object: &backing.LocalObject{ID: 7, Dev: 1 << 40, Ino: 99, Mode: syscall.S_IFDIR, HType: -3, MountID: 12, Refs: 1, Slot: 1<<20 + 3, Handle: []byte{1, 2, 3}, Fd: -1}}, false},
 		{JournalMsg{Kind: jEnter, Object: &backing.LocalObject{ID: 8, Ino: 5, Mode: syscall.S_IFREG, Refs: 2, Fd: 0}}, true},
 		{JournalMsg{Kind: jDrop, ID: 1<<63 + 5}, false},
 		{JournalMsg{Kind: jClose, Fh: 42}, false},

@@ -34,6 +34,7 @@ import (
 const (
 	journalEnv = "SLUICE_JOURNAL_FD"
 	arenaEnv   = "SLUICE_ARENA_FD"
+	refsEnv    = "SLUICE_REFS_FD"
 	recoverEnv = "SLUICE_RECOVER_FD"
 )
 
@@ -100,6 +101,19 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 	if err := arena.Truncate(fsys.ArenaBytes()); err != nil {
 		return fmt.Errorf("--supervise: the requests' memory: %v", err)
 	}
+	// The objects' reference counts live here, which the record reads.
+	rfd, err := unix.MemfdCreate("sluice-refs", unix.MFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("--supervise: the reference counts' memory: %v", err)
+	}
+	refs := os.NewFile(uintptr(rfd), "sluice-refs")
+	defer refs.Close()
+	if err := refs.Truncate(fsys.RefsBytes()); err != nil {
+		return fmt.Errorf("--supervise: the reference counts' memory: %v", err)
+	}
+	if err := rec.MapRefs(rfd); err != nil {
+		return fmt.Errorf("--supervise: %v", err)
+	}
 	var (
 		failed   int // new processes in a row that died before they served
 		crashes  int // children that died
@@ -109,7 +123,7 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 		ready    bool
 	)
 	for {
-		child, journal, err := startChild(exe, rec, arena, recoverState{Pid: dead, Crashes: crashes, LastCrash: last})
+		child, journal, err := startChild(exe, rec, []*os.File{arena, refs}, recoverState{Pid: dead, Crashes: crashes, LastCrash: last})
 		if err != nil {
 			if !rec.Started() {
 				return err
@@ -205,7 +219,7 @@ func stopDead(opts fsys.Options, log *slog.Logger, why error) error {
 
 // startChild starts this command line again as a child, with the journal's
 // socket, and after a crash (a record started) the record on another.
-func startChild(exe string, rec *fsys.Record, arena *os.File, rs recoverState) (*exec.Cmd, *os.File, error) {
+func startChild(exe string, rec *fsys.Record, mem []*os.File, rs recoverState) (*exec.Cmd, *os.File, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
@@ -216,16 +230,16 @@ func startChild(exe string, rec *fsys.Record, arena *os.File, rs recoverState) (
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	// The supervisor is the service's main process, and says when the
 	// mount is ready.
-	env := []string{journalEnv + "=3", arenaEnv + "=4"}
+	env := []string{journalEnv + "=3", arenaEnv + "=4", refsEnv + "=5"}
 	for _, e := range os.Environ() {
 		k, _, _ := strings.Cut(e, "=")
 		switch k {
-		case "NOTIFY_SOCKET", journalEnv, arenaEnv, recoverEnv:
+		case "NOTIFY_SOCKET", journalEnv, arenaEnv, refsEnv, recoverEnv:
 		default:
 			env = append(env, e)
 		}
 	}
-	cmd.ExtraFiles = []*os.File{theirs, arena}
+	cmd.ExtraFiles = append([]*os.File{theirs}, mem...)
 	// Its own process group: a Ctrl-C reaches the supervisor, which
 	// passes it on once. Should the supervisor die, the child serves on,
 	// no longer kept for a crash.
@@ -247,7 +261,7 @@ func startChild(exe string, rec *fsys.Record, arena *os.File, rs recoverState) (
 		}
 		handing = c.(*net.UnixConn)
 		cmd.ExtraFiles = append(cmd.ExtraFiles, rtheirs)
-		env = append(env, recoverEnv+"=5")
+		env = append(env, recoverEnv+"=6")
 	}
 	cmd.Env = env
 	if err := cmd.Start(); err != nil {
@@ -352,7 +366,13 @@ func journalOf(log *slog.Logger) (*fsys.Journal, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return fsys.NewJournal(fd, afd, func(err error) { log.Warn("supervised mount", "err", err) })
+	rfd, err := inheritedFd(refsEnv)
+	if err != nil {
+		unix.Close(fd)
+		unix.Close(afd)
+		return nil, err
+	}
+	return fsys.NewJournal(fd, afd, rfd, func(err error) { log.Warn("supervised mount", "err", err) })
 }
 
 // recovering is a supervisor's child taking the mount over after a crash.
