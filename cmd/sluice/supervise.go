@@ -91,26 +91,19 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 	defer signal.Stop(sigs)
 	rec := fsys.NewRecord()
 	defer rec.Close()
-	// The requests being served live here (fsys.ArenaBytes).
-	afd, err := unix.MemfdCreate("sluice-requests", unix.MFD_CLOEXEC)
+	// The requests being served live here (fsys.ArenaBytes), and the
+	// objects' reference counts, which the record reads.
+	arena, err := memfd("sluice-requests", fsys.ArenaBytes())
 	if err != nil {
 		return fmt.Errorf("--supervise: the requests' memory: %v", err)
 	}
-	arena := os.NewFile(uintptr(afd), "sluice-requests")
 	defer arena.Close()
-	if err := arena.Truncate(fsys.ArenaBytes()); err != nil {
-		return fmt.Errorf("--supervise: the requests' memory: %v", err)
-	}
-	// The objects' reference counts live here, which the record reads.
-	rfd, err := unix.MemfdCreate("sluice-refs", unix.MFD_CLOEXEC)
+	refs, err := memfd("sluice-refs", fsys.RefsBytes())
 	if err != nil {
 		return fmt.Errorf("--supervise: the reference counts' memory: %v", err)
 	}
-	refs := os.NewFile(uintptr(rfd), "sluice-refs")
 	defer refs.Close()
-	if err := refs.Truncate(fsys.RefsBytes()); err != nil {
-		return fmt.Errorf("--supervise: the reference counts' memory: %v", err)
-	}
+	rfd := int(refs.Fd())
 	if err := rec.MapRefs(rfd); err != nil {
 		return fmt.Errorf("--supervise: %v", err)
 	}
@@ -192,6 +185,20 @@ func supervise(opts fsys.Options, log *slog.Logger) error {
 		log.Warn("supervisor: sluice died; a new one takes the mount over", "pid", dead, "exit", werr.Error(),
 			"open_files", rec.Files(), "open_dirs", rec.Dirs())
 	}
+}
+
+// memfd makes a memfd of size bytes (holes until written).
+func memfd(name string, size int64) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // exitCode is the exit status of a child that ended with err (-1 when
