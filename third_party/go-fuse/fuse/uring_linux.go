@@ -470,7 +470,15 @@ func (e *uringEntry) serve(locked bool) {
 	defer e.close()
 	defer e.q.n.Add(-1)
 	for {
+		// The thread that submits the command must be the one that
+		// waits for its completion, to the end: the kernel delivers the
+		// request through task work of the submitting thread, and ends
+		// it with ECANCELED if that thread has exited meanwhile (a
+		// goroutine moved to another thread after an interrupted wait
+		// left the command with a thread a locked goroutine could end).
+		runtime.LockOSThread()
 		err := e.ring.enter(true)
+		runtime.UnlockOSThread()
 		if locked {
 			runtime.UnlockOSThread()
 			locked = false
