@@ -184,7 +184,7 @@ func supervisorOf(t *testing.T) int {
 
 // fioKills is how many times TestSuperviseFio kills the serving sluice,
 // one every 2 s: 30 makes the minute of the fault suite.
-var fioKills = flag.Int("fio-kills", 10, "kills -9 in TestSuperviseFio, one every 2 s")
+var fioKills = flag.Int("fio-kills", 5, "kills -9 in TestSuperviseFio, one every 2 s")
 
 // TestSuperviseFio: the sluice serving a supervised mount is killed with
 // SIGKILL every 2 s under TestTakeoverFio's two fio runs (a writer of
