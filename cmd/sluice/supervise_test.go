@@ -248,8 +248,8 @@ func TestSuperviseRefused(t *testing.T) {
 // supervisor, the main process, once the mount serves and its control
 // socket answers, and the child is not told of the service manager;
 // after the serving process is killed the mount serves on with no new
-// READY=1; SIGTERM to the main process says STOPPING=1, unmounts and
-// exits 0.
+// READY=1; SIGHUP to the main process reloads; SIGTERM says STOPPING=1,
+// unmounts and exits 0.
 func TestSuperviseService(t *testing.T) {
 	needMount(t)
 	dir, src, mnt := srcMnt(t)
@@ -300,6 +300,9 @@ func TestSuperviseService(t *testing.T) {
 		t.Errorf("the service manager was told %q after the crash", m)
 	default:
 	}
+	// SIGHUP to the main process reloads the config file, in the child.
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, s, "SIGHUP: reloaded", 1)
 	cmd.Process.Signal(syscall.SIGTERM)
 	waitMsg("STOPPING=1")
 	select {
