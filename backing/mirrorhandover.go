@@ -58,7 +58,9 @@ type MirrorState struct {
 	Opens      uint64         `json:"opens"`
 	Resynced   []int64        `json:"resynced,omitempty"`
 	LastResync string         `json:"last_resync,omitempty"`
-	Intents    IntentState    `json:"intents"`
+	// Figures are each mirror's counters, which go on.
+	Figures []mirror.Stats `json:"figures,omitempty"`
+	Intents IntentState    `json:"intents"`
 }
 
 // MirrorObject is one of the set's objects: its ID, its ID in each
@@ -154,6 +156,7 @@ func (m *Mirror) export() (MirrorState, []int, error) {
 	st := MirrorState{
 		Dirs: slices.Clone(m.dirs), Self: slices.Clone(m.self), Stale: m.set.StaleMarks(), Policy: m.set.Policy(),
 		NextID: m.nextID, Opens: m.opens, Resynced: slices.Clone(m.resynced), LastResync: m.lastResync,
+		Figures: m.set.Stats(),
 	}
 	trees := slices.Clone(m.trees)
 	ids := make(map[*mobj]ID, len(m.objs))
@@ -394,6 +397,11 @@ func AdoptMirror(st MirrorState, fds []int, opts MirrorOptions) (*Mirror, error)
 		adding: true, // until Activate
 	}
 	copy(m.resynced, st.Resynced)
+	for i, f := range st.Figures {
+		if i < n {
+			set.Carry(i, f)
+		}
+	}
 	next := 0
 	for i, dir := range st.Dirs {
 		c := st.TreeFds[i]

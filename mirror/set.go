@@ -178,6 +178,14 @@ func (s *Set) Stats() []Stats { return append([]Stats(nil), s.stats...) }
 // Stat returns mirror i's counters.
 func (s *Set) Stat(i int) Stats { return s.stats[i] }
 
+// Carry takes on mirror i's counters from another process that served
+// the set (a takeover): all but Inflight, which counts this process's own
+// reads.
+func (s *Set) Carry(i int, st Stats) {
+	st.Inflight = s.stats[i].Inflight
+	s.stats[i] = st
+}
+
 // Failed counts an operation that failed on mirror i without marking it
 // stale (a read-only operation that another mirror may serve).
 func (s *Set) Failed(i int) { s.stats[i].Errors++ }

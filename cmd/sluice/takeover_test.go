@@ -360,7 +360,21 @@ func TestTakeoverMirror(t *testing.T) {
 	}
 	stop := startTenant(t, exe, mnt)
 	time.Sleep(300 * time.Millisecond)
+	before, err := control.Stat(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
 	next := takeOver(t, mnt, serving{oldErr, oldExited, oldWait})
+	// Each mirror's figures go on from where they were.
+	if after, err := control.Stat(mnt); err != nil || len(after.Mirrors) != len(before.Mirrors) {
+		t.Errorf("stat after the takeover: %v, %d mirrors", err, len(after.Mirrors))
+	} else {
+		for i, b := range before.Mirrors {
+			if a := after.Mirrors[i]; a.Reads < b.Reads || a.Bytes < b.Bytes || b.Reads == 0 && i == 0 {
+				t.Errorf("mirror %d's figures went from %d reads, %d bytes before the takeover to %d, %d after", i, b.Reads, b.Bytes, a.Reads, a.Bytes)
+			}
+		}
+	}
 	time.Sleep(300 * time.Millisecond)
 	third := takeOver(t, mnt, next)
 	time.Sleep(300 * time.Millisecond)
