@@ -115,19 +115,24 @@ func (t *Local) Export() (LocalState, []int, error) {
 // Journal exports t's state as Export does and, in the same instant,
 // starts telling j of every object entered and dropped and every mount
 // met from then on: the state and what j hears after it are the tree's
-// objects at any instant. A nil j stops the telling.
+// objects at any instant.
 func (t *Local) Journal(j LocalJournal) (LocalState, []int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if j == nil {
-		t.journal = nil
-		return LocalState{}, nil, nil
-	}
 	st, fds, err := t.exportLocked()
 	if err == nil {
 		t.journal = j
 	}
 	return st, fds, err
+}
+
+// SetJournal starts telling j of the tree's changes from now on, with no
+// export: for a tree adopted from the state j's other end already holds.
+// A nil j stops the telling.
+func (t *Local) SetJournal(j LocalJournal) {
+	t.mu.Lock()
+	t.journal = j
+	t.mu.Unlock()
 }
 
 // LocalJournal is told of a Local tree's changes as they happen (under

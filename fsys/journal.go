@@ -35,10 +35,12 @@ import (
 // of a crash, the state of every answered request (and maybe of some not
 // yet answered).
 //
-// References are not counted in the record: an object the kernel held at
-// the crash is kept by the new process until the mount ends (it takes the
-// kernel's forgets as if it held more lookups than any the kernel can
-// send).
+// Reference counts change at every lookup, too often for a message each:
+// they live in memory the supervisor holds, a slot per object
+// (backing.RefTable), stored before the lookup is answered. An object with
+// no slot (the table full) is kept by a new process until the mount ends
+// (it takes the kernel's forgets as if it held more lookups than any the
+// kernel can send).
 
 // JournalMsg is one datagram of the journal.
 type JournalMsg struct {
@@ -247,11 +249,7 @@ func (f *FS) startJournal(fresh bool) error {
 		return errors.New("only a mount of a SOURCE directory can be supervised")
 	}
 	if !fresh {
-		_, fds, err := local.Journal(treeJournal{j})
-		backing.Descriptors(fds).Close() // the supervisor has them
-		if err != nil {
-			return err
-		}
+		local.SetJournal(treeJournal{j}) // the supervisor has the rest
 		j.send(&JournalMsg{Kind: jUp})
 		f.journal = j
 		return nil
@@ -278,7 +276,7 @@ func (f *FS) startJournal(fresh bool) error {
 	}
 	j.send(&JournalMsg{Kind: jStart, Fuse: h, Tree: &st}, all...)
 	if j.dead.Load() {
-		local.Journal(nil)
+		local.SetJournal(nil)
 		return errors.New("the supervisor did not take the mount's state")
 	}
 	f.journal = j

@@ -82,18 +82,25 @@ func crash(t *testing.T, sup int, s serving, n int) {
 	waitLog(t, s, "serving, taken over after a crash", n)
 }
 
-// waitLog waits until the log of s holds what n times.
+// waitLog waits until the log of s holds what n times, 10 s at most.
 func waitLog(t *testing.T, s serving, what string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	waitLogWithin(t, s, what, n, 10*time.Second)
+}
+
+// waitLogWithin is waitLog within d; it fails at once should the process
+// of s exit meanwhile.
+func waitLogWithin(t *testing.T, s serving, what string, n int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for strings.Count(s.log.String(), what) < n {
 		select {
 		case <-s.exited:
-			t.Fatalf("the supervisor exited: %v\n%s", *s.waitErr, s.log)
+			t.Fatalf("sluice exited before its log said %q %d times: %v\n%s", what, n, *s.waitErr, s.log)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%q not %d times in the log after 10 s:\n%s", what, n, s.log)
+			t.Fatalf("%q not %d times in the log after %v:\n%s", what, n, d, s.log)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

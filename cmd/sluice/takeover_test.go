@@ -446,18 +446,7 @@ func startTakeover2(t *testing.T, mnt string, args ...string) (cmd *exec.Cmd, st
 	cmd = sluice(append(append([]string{"mount", "--takeover"}, args...), mnt)...)
 	stderr = &safeBuffer{}
 	exited, waitErr = runCmd(t, cmd, stderr)
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(stderr.String(), "serving, taken over") {
-		select {
-		case <-exited:
-			t.Fatalf("sluice mount --takeover exited: %v\n%s", *waitErr, stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sluice mount --takeover does not serve after 20 s:\n%s", stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLogWithin(t, serving{stderr, exited, waitErr}, "serving, taken over", 1, 20*time.Second)
 	return cmd, stderr, exited, waitErr
 }
 
